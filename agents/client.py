@@ -1,0 +1,289 @@
+"""The trio client library: talk to a repository's coordinator as an agent.
+
+    async with open_agent("alice") as agent:          # hello + background heartbeats
+        grant = await agent.claim(["src/api/"])         # Granted | Refused
+        decision = await agent.intent(["src/api/x.py"]) # Decision (allow / warn / block)
+
+* ``Connection`` owns one DEALER socket.  A reader task matches replies to requests by
+  ``req``; many requests may be in flight.  A request that gets no answer within the
+  timeout raises ``CoordinatorUnreachable``.
+* ``AgentSession`` heartbeats every ``heartbeat`` seconds (the interval the coordinator
+  sent in its welcome).  If the coordinator says the session expired (the agent was
+  paused or silent past its lease, and its claims were released), the client opens a
+  new session — with no claims — and reports it through ``on_notice``; the request
+  that hit the expiry is retried in the new session, so a stale fencing token is
+  refused by the coordinator, not hidden by the client.
+* After a coordinator restart the socket reconnects by itself and the session resumes
+  with its claims (the coordinator rebuilt them from its ledger).  If the coordinator
+  moved to another endpoint, the next failing request rediscovers it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket as socketlib
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import msgspec
+import trio
+import zmq
+
+from coordinator.discovery import Place, discover_endpoint, locate
+from coordinator.pidwatch import process_started
+from protocol import messages as m
+from protocol.codec import decode_reply, encode
+from protocol.errors import LockstepError, single_errors
+from protocol.trio_zmq import TrioSocket
+
+DEFAULT_TIMEOUT = 2.0
+
+
+def default_timeout() -> float:
+    try:
+        return float(os.environ.get("LOCKSTEP_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+class CoordinatorUnreachable(LockstepError):
+    """No coordinator answered (exit code 3)."""
+
+
+class RequestFailed(LockstepError):
+    """The coordinator answered with an ``Error``: ``code`` and ``message`` say why."""
+
+    def __init__(self, error: m.Error) -> None:
+        super().__init__(error.message)
+        self.code = error.code
+        self.message = error.message
+
+
+class Connection:
+    def __init__(self, endpoint: str, timeout: float, sock: TrioSocket) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._sock = sock
+        self._req_ids = itertools.count(1)
+        self._waiting: dict[int, trio.MemorySendChannel] = {}
+        self.unsolicited: list[m.Message] = []  # answers to one-way messages (heartbeats)
+        self._unsolicited_event = trio.Event()
+
+    async def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:
+        """Send and wait for the matching reply; ``Error`` replies raise ``RequestFailed``."""
+        req = next(self._req_ids)
+        send, receive = trio.open_memory_channel(1)
+        self._waiting[req] = send
+        try:
+            with trio.move_on_after(self.timeout if timeout is None else timeout):
+                await self._sock.send_multipart([encode(msgspec.structs.replace(message, req=req))])
+                reply = await receive.receive()
+                if isinstance(reply, m.Error):
+                    raise RequestFailed(reply)
+                return reply
+            raise CoordinatorUnreachable(
+                f"no answer from the coordinator at {self.endpoint} within {self.timeout:g}s "
+                "(is `lockstep serve` running for this repository?)"
+            )
+        finally:
+            del self._waiting[req]
+
+    def send_oneway(self, message: m.Request) -> bool:
+        return self._sock.send_multipart_nowait([encode(message)])
+
+    async def next_unsolicited(self) -> m.Message:
+        while not self.unsolicited:
+            await self._unsolicited_event.wait()
+            self._unsolicited_event = trio.Event()
+        return self.unsolicited.pop(0)
+
+    async def _read_replies(self) -> None:
+        while True:
+            frames = await self._sock.recv_multipart()
+            try:
+                reply = decode_reply(frames[-1])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # a newer coordinator's message we cannot read; nothing waits on it
+            waiter = self._waiting.get(reply.req)
+            if waiter is not None:
+                waiter.send_nowait(reply)
+            else:
+                self.unsolicited.append(reply)
+                self._unsolicited_event.set()
+
+
+@asynccontextmanager
+async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncIterator[Connection]:
+    ctx = zmq.Context.instance()
+    raw = ctx.socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.setsockopt(zmq.RECONNECT_IVL, 50)
+    raw.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    sock = TrioSocket(raw)
+    try:
+        raw.connect(endpoint)
+        conn = Connection(endpoint, default_timeout() if timeout is None else timeout, sock)
+        with single_errors():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn._read_replies)
+                try:
+                    yield conn
+                finally:
+                    nursery.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+def resolve_endpoint(place: Place, endpoint: str | None = None) -> str:
+    found = discover_endpoint(place, endpoint)
+    if found is None:
+        raise CoordinatorUnreachable(
+            f"no coordinator is running for {place.repo_id} (no {place.state_dir}/coordinator.json); "
+            "start one with `lockstep serve`, or pass --endpoint / LOCKSTEP_ENDPOINT"
+        )
+    if found.startswith("ipc://") and not found.startswith("ipc://@"):
+        if not Path(found[len("ipc://") :]).exists():
+            raise CoordinatorUnreachable(f"no coordinator is listening at {found}; start one with `lockstep serve`")
+    return found
+
+
+Notice = Callable[[str], None]
+
+
+class AgentSession:
+    """One agent's session.  Use ``open_agent``; all methods are safe to call concurrently."""
+
+    def __init__(self, conn: Connection, hello: m.Hello, on_notice: Notice) -> None:
+        self.conn = conn
+        self._hello = hello
+        self._on_notice = on_notice
+        self.welcome: m.Welcome | None = None
+        self._rehello_lock = trio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._hello.agent
+
+    @property
+    def session(self) -> str:
+        assert self.welcome is not None, "use open_agent(): the session is opened on entry"
+        return self.welcome.session
+
+    async def hello(self) -> m.Welcome:
+        welcome = await self.conn.request(self._hello)
+        assert isinstance(welcome, m.Welcome)
+        self.welcome = welcome
+        if welcome.notice:
+            self._on_notice(welcome.notice)
+        return welcome
+
+    async def _renew(self, stale_session: str) -> None:
+        """The coordinator forgot or expired our session: open a new one (no claims)."""
+        async with self._rehello_lock:
+            if self.welcome is not None and self.welcome.session != stale_session:
+                return  # another task already did
+            self._hello = msgspec.structs.replace(self._hello, session=stale_session)
+            await self.hello()
+            self._hello = msgspec.structs.replace(self._hello, session=None)
+
+    async def _call(self, build: Callable[[str], m.Request]) -> m.Reply:
+        session = self.session
+        try:
+            return await self.conn.request(build(session))
+        except RequestFailed as exc:
+            if exc.code not in ("session_expired", "unknown_session"):
+                raise
+        await self._renew(session)
+        return await self.conn.request(build(self.session))
+
+    async def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
+        return await self._call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
+
+    async def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
+        return await self._call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
+
+    async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
+        return await self._call(lambda s: m.Release(session=s, paths=list(paths), all=all))
+
+    async def watch(self, pid: int) -> None:
+        started = process_started(pid)
+        await self._call(lambda s: m.Watch(session=s, pid=pid, pid_started=started))
+
+    async def status(self) -> m.StatusReply:
+        return await self.conn.request(m.Status())
+
+    async def bye(self, reason: str = "bye") -> None:
+        await self.conn.request(m.Bye(session=self.session, reason=reason))
+
+    async def heartbeat_forever(self) -> None:
+        """Heartbeat; on a "session expired" answer, open a new session and say so."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_unsolicited)
+            while True:
+                self.conn.send_oneway(m.Heartbeat(session=self.session))
+                await trio.sleep(self.welcome.heartbeat)
+
+    async def _watch_unsolicited(self) -> None:
+        while True:
+            reply = await self.conn.next_unsolicited()
+            if isinstance(reply, m.Error) and reply.code in ("session_expired", "unknown_session"):
+                try:
+                    await self._renew(self.session)
+                except (CoordinatorUnreachable, RequestFailed) as exc:
+                    self._on_notice(f"could not open a new session: {exc}")
+
+
+def _stderr_notice(text: str) -> None:
+    import sys
+
+    print(f"lockstep: {text}", file=sys.stderr)
+
+
+def make_hello(name: str, place: Place, *, kind: str = "session", pid: int | None = None, ttl: float | None = None) -> m.Hello:
+    return m.Hello(
+        agent=name,
+        kind=kind,
+        repo=place.repo_id,
+        worktree=str(place.worktree),
+        host=socketlib.gethostname(),
+        pid=pid,
+        pid_started=process_started(pid) if pid is not None else None,
+        ttl=ttl,
+    )
+
+
+@asynccontextmanager
+async def open_agent(
+    name: str,
+    *,
+    cwd: str | os.PathLike | None = None,
+    endpoint: str | None = None,
+    kind: str = "session",
+    pid: int | None = None,
+    timeout: float | None = None,
+    heartbeat: bool = True,
+    on_notice: Notice = _stderr_notice,
+) -> AsyncIterator[AgentSession]:
+    """Open (or, for ``kind="oneshot"``, attach to) ``name``'s session; heartbeat while
+    inside; say bye on a clean exit of a ``session``/``run`` kind."""
+    place = locate(cwd)
+    address = resolve_endpoint(place, endpoint)
+    async with open_connection(address, timeout) as conn:
+        agent = AgentSession(conn, make_hello(name, place, kind=kind, pid=pid), on_notice)
+        await agent.hello()
+        try:
+            with single_errors():
+                async with trio.open_nursery() as nursery:
+                    if heartbeat and kind != "oneshot":
+                        nursery.start_soon(agent.heartbeat_forever)
+                    yield agent
+                    nursery.cancel_scope.cancel()
+        finally:
+            if kind != "oneshot":  # free our claims now rather than after the lease
+                with trio.CancelScope(shield=True), trio.move_on_after(conn.timeout):
+                    try:
+                        await agent.bye()
+                    except (RequestFailed, CoordinatorUnreachable):
+                        pass  # already gone: nothing left to release

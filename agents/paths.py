@@ -1,0 +1,66 @@
+"""Turning command-line paths into the repository-relative names the coordinator uses.
+
+Like git: a path is relative to the current directory; symlinks are resolved; a path
+in another worktree of the same repository names the same repo-relative path; a path
+outside every worktree is bad input.  A trailing ``/`` or an existing directory means
+the folder and everything under it.  In a glob, only the literal leading folders are
+resolved; the wildcard part is kept as written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from coordinator.discovery import Place
+from protocol.errors import PeerError
+from protocol.paths import canonical
+
+_WILDCARDS = set("*?[")
+
+
+def _worktrees(place: Place) -> list[Path]:
+    try:
+        out = subprocess.run(
+            ["git", "worktree", "list", "--porcelain"],
+            cwd=place.worktree,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return [place.worktree]
+    roots = [Path(line[len("worktree ") :]).resolve() for line in out.splitlines() if line.startswith("worktree ")]
+    return roots or [place.worktree]
+
+
+def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None) -> str:
+    """The canonical repo-relative pattern for a path or glob typed by a user."""
+    if not arg:
+        raise PeerError("bad_path", "empty path")
+    base = Path(cwd or os.getcwd())
+    parts = arg.split("/")
+    first_wild = next((i for i, part in enumerate(parts) if _WILDCARDS & set(part)), None)
+    literal = "/".join(parts if first_wild is None else parts[:first_wild]) or "."
+    rest = [] if first_wild is None else parts[first_wild:]
+    resolved = Path(os.path.realpath(base / literal))
+    roots = [place.worktree] + [r for r in _worktrees(place) if r != place.worktree] if not _under(resolved, place.worktree) else [place.worktree]
+    for root in roots:
+        if _under(resolved, root):
+            relative = resolved.relative_to(root).as_posix()
+            break
+    else:
+        raise PeerError("bad_path", f"{arg} is outside the repository (resolved to {resolved}; worktree {place.worktree})")
+    pieces = [] if relative == "." else [relative]
+    pieces += rest
+    text = "/".join(pieces)
+    if not rest and (arg.endswith("/") or resolved.is_dir()):
+        text = text + "/" if text else "**"
+    if not text:
+        text = "**"
+    return canonical(text)
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -1,0 +1,67 @@
+"""``lockstep run --agent NAME -- CMD``: run a command as an agent.
+
+Order matters: the session is opened *before* CMD starts (so an unreachable
+coordinator or a name already live stops us without running anything), then CMD's pid
+is watched (its exit frees the claims at once, even if this wrapper is killed), then
+we heartbeat until CMD exits, say bye, and exit with CMD's status.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import trio
+
+from protocol.errors import single_errors
+
+from .client import CoordinatorUnreachable, RequestFailed, open_agent
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's convention: 128+N for a command killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_as_agent(name: str, argv: list[str], endpoint: str | None = None) -> int:
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print("lockstep run: no command given (lockstep run --agent NAME -- CMD ...)", file=sys.stderr)
+        return 2
+    return trio.run(_run, name, argv, endpoint)
+
+
+async def _run(name: str, argv: list[str], endpoint: str | None) -> int:
+    try:
+        async with open_agent(name, endpoint=endpoint, kind="run") as agent:
+            env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
+            try:
+                process = await trio.lowlevel.open_process(argv, env=env)
+            except OSError as exc:
+                print(f"lockstep run: cannot start {argv[0]}: {exc}", file=sys.stderr)
+                return 127
+            with trio.open_signal_receiver(*FORWARDED) as signals, single_errors():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_forward, signals, process)
+                    await agent.watch(process.pid)
+                    returncode = await process.wait()
+                    nursery.cancel_scope.cancel()
+            return exit_status(returncode)
+    except CoordinatorUnreachable as exc:
+        print(f"lockstep run: {exc}; not starting {argv[0]}", file=sys.stderr)
+        return 3
+    except RequestFailed as exc:
+        print(f"lockstep run: {exc.message}", file=sys.stderr)
+        return 2 if exc.code in ("bad_agent", "bad_request", "wrong_repo", "version") else 1
+
+
+async def _forward(signals, process: trio.Process) -> None:
+    async for signum in signals:
+        try:
+            process.send_signal(signum)
+        except ProcessLookupError:
+            return

@@ -1,0 +1,563 @@
+"""The pure core: ``receive(peer, message, now)`` and ``tick(now)`` return effects.
+
+No trio, zmq, sqlite or clock here.  The shell feeds in decoded messages, pid exits and
+the monotonic time; the core answers with ``effects.*``: ledger records (which it has
+already applied to its registry — see registry.py, Rule 1), replies, publications, pid
+watches.  The shell commits a batch's records before it sends that batch's replies.
+
+Inbound errors: a ``PeerError`` raised while handling a message becomes an ``Error``
+reply to that peer and changes nothing; any other exception is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from protocol import messages as m
+from protocol.errors import LocalError, PeerError
+from protocol.paths import Pattern
+
+from . import policy
+from .effects import Effect, Publish, Record, Send, StopServing, UnwatchPid, WatchPid
+from .registry import ALIVE, Agent, ClaimEntry, Registry
+from .settings import Settings
+
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
+
+
+class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    messages: int
+    errors: int
+    grants: int
+    refusals: int
+    intents: int
+    releases: int
+    stale: int
+    gone: int
+    pauses: int
+    publications: int
+
+
+class Core:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        repo: str = "",
+        host: str = "",
+        endpoints: list[str] | None = None,
+        pub_endpoints: list[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.host = host
+        self.endpoints = endpoints or []
+        self.pub_endpoints = pub_endpoints or []
+        self.registry = Registry()
+        self.seq = 0  # publication sequence number, per epoch
+        self._last_now: float | None = None
+        self._out: list[Effect] = []
+        self._counts = dict.fromkeys(CoreStatistics.__struct_fields__, 0)
+
+    # ================================================================ entry points
+
+    def start(self, history: list[Record], now: float, *, pid: int = 0) -> list[Effect]:
+        """Rebuild the registry from the ledger, then open a new epoch.
+
+        Every session the ledger shows live gets a fresh lease from ``now``; local pids
+        are watched again (an exited one ends its session at once)."""
+        for record in history:
+            self.registry.apply(record, now)
+        self._last_now = now
+        epoch = self.registry.epoch + 1
+        self._record(
+            "coordinator.started",
+            data={
+                "epoch": epoch,
+                "mode": self.settings.mode,
+                "pid": pid,
+                "endpoints": self.endpoints,
+                "live_agents": sum(1 for a in self.registry.agents.values() if a.live),
+                "claims": len(self.registry.claims),
+            },
+            durable=True,
+        )
+        for agent in self.registry.agents.values():
+            if agent.live and agent.pid is not None and agent.host == self.host:
+                self._out.append(WatchPid(session=agent.session, pid=agent.pid, pid_started=agent.pid_started))
+        return self._flush()
+
+    def receive(self, peer: Any, message: m.Message, now: float) -> list[Effect]:
+        self._advance(now)
+        self._counts["messages"] += 1
+        handler = self._HANDLERS.get(type(message))
+        req = getattr(message, "req", 0)
+        try:
+            if handler is None:
+                raise PeerError("unknown_type", f"{type(message).__name__} is not a request")
+            handler(self, peer, message, now)
+        except PeerError as exc:
+            # Handlers validate before they record, so a refused message changes nothing.
+            if any(isinstance(e, Record) for e in self._out[self._mark :]):
+                raise LocalError(f"{type(message).__name__} handler recorded before refusing") from exc
+            self._counts["errors"] += 1
+            self._out.append(Send(peer, m.Error(req=req, code=exc.code, message=exc.message)))
+        return self._flush()
+
+    def reject(self, peer: Any, error: PeerError, req: int = 0) -> list[Effect]:
+        """A frame the shell could not even decode."""
+        self._counts["errors"] += 1
+        return [Send(peer, m.Error(req=req, code=error.code, message=error.message))]
+
+    def process_exited(self, session: str, now: float, detail: str = "") -> list[Effect]:
+        """The shell saw an agent's watched local process exit: gone, paths free at once."""
+        self._advance(now)
+        agent = self.registry.sessions.get(session)
+        if agent is not None and agent.live:
+            reason = f"process {agent.pid} exited" + (f" ({detail})" if detail else "")
+            self._end(agent, "agent.left", reason, hold=False, now=now)
+        return self._flush()
+
+    def tick(self, now: float) -> list[Effect]:
+        """Expire what is due at ``now``: silent agents, one-shot TTLs, claim TTLs, holds."""
+        self._advance(now)
+        reg, settings = self.registry, self.settings
+        for agent in list(reg.agents.values()):
+            if not agent.live:
+                continue
+            silent = now - agent.last_seen
+            if agent.kind == "oneshot":
+                if agent.ttl is not None and silent > agent.ttl:
+                    self._end(agent, "agent.stale", f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
+            elif silent > settings.silence_limit:
+                self._end(agent, "agent.stale", f"no heartbeat for {silent:.1f}s", True, now)
+        for entry in list(reg.all_entries()):
+            if entry.expires_at is not None and entry.expires_at <= now:
+                self._release([entry], "claim.expired", "claim TTL ran out", hold_for=0.0)
+        reg.drop_expired_holds(now)
+        self._forget_old_agents()
+        return self._flush()
+
+    def statistics(self) -> CoreStatistics:
+        return CoreStatistics(**self._counts)
+
+    # ================================================================ plumbing
+
+    _mark = 0
+
+    def _flush(self) -> list[Effect]:
+        out, self._out = self._out, []
+        self._mark = 0
+        return out
+
+    def _record(self, kind: str, *, agent=None, session=None, token=None, data=None, durable=False) -> Record:
+        record = Record(kind=kind, agent=agent, session=session, token=token, data=data or {}, durable=durable)
+        self.registry.apply(record, self._last_now or 0.0)
+        self._out.append(record)
+        return record
+
+    def _publish(self, kind: str, agent: str | None, data: dict[str, Any]) -> None:
+        self.seq += 1
+        self._counts["publications"] += 1
+        pub = m.Publication(seq=self.seq, epoch=self.registry.epoch, kind=kind, agent=agent, data=data)
+        self._out.append(Publish(kind=kind, message=pub))
+
+    def _reply(self, peer: Any, message: m.Reply) -> None:
+        self._out.append(Send(peer, message))
+
+    def _advance(self, now: float) -> None:
+        """Notice a stalled event loop (SIGSTOP, a long GC, a suspended VM): the time it
+        stood still is nobody's silence, so every lease is extended by it."""
+        last = self._last_now
+        self._last_now = now
+        self._mark = len(self._out)
+        if last is not None and now - last > max(self.settings.heartbeat, 0.25):
+            self._counts["pauses"] += 1
+            self._record("coordinator.paused", data={"gap": round(now - last, 3)})
+            self._mark = len(self._out)
+
+    # ================================================================ sessions
+
+    def _session(self, session: str, now: float) -> Agent:
+        agent = self.registry.sessions.get(session)
+        if agent is None:
+            raise PeerError("unknown_session", f"session {session!r} is not known here; say hello again")
+        if not agent.live:
+            raise PeerError(
+                "session_expired",
+                f"session {session} of {agent.name} is {agent.state} ({agent.reason}); "
+                "its claims were released: open a new session",
+            )
+        self.registry.touch(agent, now)
+        return agent
+
+    def _open(self, msg: m.Hello, now: float, notice: str = "") -> Agent:
+        reg = self.registry
+        reg.session_counter += 1
+        session = f"{reg.epoch}.{reg.session_counter}"
+        ttl = None
+        if msg.kind == "oneshot" and (msg.pid is None or msg.host != self.host):
+            ttl = msg.ttl or self.settings.oneshot_ttl
+        self._record(
+            "agent.joined",
+            agent=msg.agent,
+            session=session,
+            data={
+                "kind": msg.kind,
+                "worktree": msg.worktree,
+                "host": msg.host,
+                "pid": msg.pid,
+                "pid_started": msg.pid_started,
+                "ttl": ttl,
+                **({"notice": notice} if notice else {}),
+            },
+        )
+        agent = reg.sessions[session]
+        if msg.pid is not None and msg.host == self.host:
+            self._out.append(WatchPid(session=session, pid=msg.pid, pid_started=msg.pid_started))
+        self._publish("agent.joined", agent.name, {"session": session, "kind": agent.kind, "worktree": agent.worktree})
+        return agent
+
+    def _welcome(self, peer, msg: m.Hello, agent: Agent, *, resumed: bool, notice: str = "") -> None:
+        s = self.settings
+        self._reply(
+            peer,
+            m.Welcome(
+                req=msg.req,
+                session=agent.session,
+                agent=agent.name,
+                epoch=self.registry.epoch,
+                mode=s.mode,
+                heartbeat=s.heartbeat,
+                liveness=s.liveness,
+                pub=self.pub_endpoints,
+                resumed=resumed,
+                notice=notice,
+            ),
+        )
+
+    def _end(self, agent: Agent, kind: str, reason: str, hold: bool, now: float) -> None:
+        """End a session: stale (may still run: its paths are held) or gone (free now)."""
+        self._record(kind, agent=agent.name, session=agent.session, data={"reason": reason})
+        self._counts["stale" if kind == "agent.stale" else "gone"] += 1
+        hold_for = self.settings.lock_delay if hold else 0.0
+        entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
+        self._release(entries, "claim.expired" if hold else "claim.released", f"{agent.name}: {reason}", hold_for)
+        if agent.pid is not None:
+            self._out.append(UnwatchPid(session=agent.session))
+        self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
+
+    def _forget_old_agents(self) -> None:
+        """Keep at most ``max_dead_agents`` ended agents around for ``status``."""
+        reg = self.registry
+        dead = [a for a in reg.agents.values() if not a.live]
+        excess = len(dead) - self.settings.max_dead_agents
+        if excess > 0:
+            dead.sort(key=lambda a: a.last_seen)
+            self._record("agent.forgotten", data={"sessions": [a.session for a in dead[:excess]]})
+
+    # ================================================================ grants
+
+    def _grant(self, agent: Agent, patterns: list[Pattern], access: str, ttl: float | None, *, auto: bool) -> int:
+        reg = self.registry
+        token = reg.next_token
+        if token > reg.reserved_until:
+            self._record("tokens.reserved", data={"upto": token + TOKEN_RESERVATION - 1}, durable=True)
+        self._record(
+            "claim.granted",
+            agent=agent.name,
+            session=agent.session,
+            token=token,
+            data={"patterns": [p.text for p in patterns], "access": access, "ttl": ttl, "auto": auto},
+        )
+        self._counts["grants"] += 1
+        return token
+
+    def _release(self, entries: list[ClaimEntry], kind: str, reason: str, hold_for: float, **extra: Any) -> None:
+        """Release entries, one ledger record per (holder, token)."""
+        groups: dict[tuple[str, int], list[ClaimEntry]] = {}
+        for entry in entries:
+            groups.setdefault((entry.agent, entry.token), []).append(entry)
+        for (holder, token), group in groups.items():
+            patterns = [e.pattern.text for e in group]
+            data = {"patterns": patterns, "reason": reason, "hold_for": hold_for, **extra}
+            self._record(kind, agent=holder, session=group[0].session, token=token, data=data)
+            self._publish(kind, holder, {"token": token, **data})
+            self._counts["releases"] += 1
+
+    # ================================================================ handlers
+
+    def _on_hello(self, peer, msg: m.Hello, now: float) -> None:
+        if msg.v != m.PROTOCOL_VERSION:
+            raise PeerError("version", f"protocol version {msg.v} is not supported (this coordinator speaks {m.PROTOCOL_VERSION})")
+        check_agent_name(msg.agent)
+        if msg.repo and self.repo and msg.repo != self.repo:
+            raise PeerError("wrong_repo", f"this coordinator serves {self.repo}, not {msg.repo}")
+        if msg.ttl is not None and not msg.ttl > 0:
+            raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
+        live = self.registry.live_agent(msg.agent)
+        if msg.session is not None:
+            if live is not None and live.session == msg.session:
+                self.registry.touch(live, now)
+                self._welcome(peer, msg, live, resumed=True)
+                return
+            if live is not None:
+                raise PeerError("agent_live", _live_message(live))
+            old = self.registry.sessions.get(msg.session)
+            why = f"{old.state}: {old.reason}" if old is not None else "unknown to this coordinator"
+            notice = f"session {msg.session} expired ({why}); opened a new session with no claims"
+            agent = self._open(msg, now, notice)
+            self._welcome(peer, msg, agent, resumed=False, notice=notice)
+            return
+        if live is not None:
+            if msg.kind != "oneshot":
+                raise PeerError("agent_live", _live_message(live))
+            self.registry.touch(live, now)
+            self._welcome(peer, msg, live, resumed=True)
+            return
+        agent = self._open(msg, now)
+        self._welcome(peer, msg, agent, resumed=False)
+
+    def _on_heartbeat(self, peer, msg: m.Heartbeat, now: float) -> None:
+        self._session(msg.session, now)  # one-way unless the session is not live
+
+    def _on_watch(self, peer, msg: m.Watch, now: float) -> None:
+        agent = self._session(msg.session, now)
+        self._record("agent.watched", agent=agent.name, session=agent.session, data={"pid": msg.pid, "pid_started": msg.pid_started})
+        if agent.host == self.host:
+            self._out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
+        self._reply(peer, m.Ok(req=msg.req, message=f"watching pid {msg.pid}"))
+
+    def _on_claim(self, peer, msg: m.Claim, now: float) -> None:
+        agent = self._session(msg.session, now)
+        patterns = _parse_patterns(msg.paths)
+        if msg.ttl is not None and not msg.ttl > 0:
+            raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
+        access = "shared" if msg.shared else "exclusive"
+        conflicts = self._conflicts_for(agent.name, patterns, access, now)
+        mode = self.settings.mode
+        if policy.refuses(mode, conflicts):
+            reason = policy.summarise(conflicts)
+            self._refuse_claim(peer, msg, agent, patterns, conflicts, reason)
+            return
+        token = self._grant(agent, patterns, access, msg.ttl, auto=False)
+        data = {"token": token, "patterns": [p.text for p in patterns], "access": access}
+        if conflicts:
+            data["warnings"] = [msgspec.to_builtins(c) for c in conflicts]
+        self._publish("claim.granted", agent.name, data)
+        self._reply(peer, m.Granted(req=msg.req, token=token, patterns=data["patterns"], warnings=conflicts))
+
+    def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason) -> None:
+        data = {"patterns": [p.text for p in patterns], "reason": reason, "conflicts": [msgspec.to_builtins(c) for c in conflicts]}
+        self._record("claim.refused", agent=agent.name, session=agent.session, data=data)
+        self._publish("claim.refused", agent.name, data)
+        self._counts["refusals"] += 1
+        self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts))
+
+    def _conflicts_for(self, name: str, patterns: list[Pattern], access: str, now: float) -> list[m.Conflict]:
+        reg = self.registry
+        conflicts: list[m.Conflict] = []
+        for pattern in patterns:
+            conflicts += policy.hold_conflicts(reg, name, pattern, now)
+            conflicts += policy.claim_conflicts(reg, name, pattern, access)
+        if self.settings.mode == "serial":
+            conflicts += policy.serial_conflicts(reg, name)
+        return conflicts
+
+    def _on_release(self, peer, msg: m.Release, now: float) -> None:
+        if msg.force:
+            self._force_release(peer, msg)
+            return
+        if msg.session is None:
+            raise PeerError("bad_request", "release needs a session (name an agent), or --force for an operator release")
+        agent = self._session(msg.session, now)
+        mine = self.registry.entries_of(agent.name)
+        if msg.all:
+            entries = list(mine)
+        else:
+            if not msg.paths:
+                raise PeerError("bad_request", "name the paths to release, or use --all")
+            wanted = {p.text for p in _parse_patterns(msg.paths)}
+            entries = [e for e in mine if e.pattern.text in wanted]
+            missing = wanted - {e.pattern.text for e in entries}
+            if missing:
+                held = ", ".join(sorted({e.pattern.text for e in mine})) or "nothing"
+                raise PeerError("bad_request", f"{agent.name} holds no claim on {', '.join(sorted(missing))} (holds: {held})")
+        self._release(entries, "claim.released", "released by holder", 0.0)
+        self._reply(peer, m.Released(req=msg.req, patterns=sorted({e.pattern.text for e in entries}), holders=[agent.name] if entries else []))
+
+    def _force_release(self, peer, msg: m.Release) -> None:
+        if not msg.paths:
+            raise PeerError("bad_request", "a forced release names the paths to free")
+        if not msg.reason.strip():
+            raise PeerError("bad_request", "a forced release needs a reason (it is logged and sent to the holder)")
+        entries: dict[int, ClaimEntry] = {}
+        for pattern in _parse_patterns(msg.paths):
+            for _, entry in self.registry.claims.overlapping(pattern):
+                entries[id(entry)] = entry
+        if not entries:
+            raise PeerError("bad_request", f"no live claim overlaps {', '.join(msg.paths)}")
+        by = msg.by or "operator"
+        found = list(entries.values())
+        self._release(found, "claim.released", f"forced by {by}: {msg.reason}", 0.0, forced=True, by=by)
+        holders = sorted({e.agent for e in found})
+        for holder in holders:
+            lost = sorted(e.pattern.text for e in found if e.agent == holder)
+            self._publish("notice", holder, {"message": f"{by} freed your claim on {', '.join(lost)}: {msg.reason}", "patterns": lost})
+        self._reply(peer, m.Released(req=msg.req, patterns=sorted({e.pattern.text for e in found}), holders=holders))
+
+    def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
+        agent = self._session(msg.session, now)
+        paths = _parse_patterns(msg.paths)
+        for path in paths:
+            if not path.is_literal:
+                raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
+        self._counts["intents"] += 1
+        verdict, reason, token, conflicts = self._decide_intent(agent, paths, msg.token, now)
+        holders = sorted({c.holder for c in conflicts})
+        decision = m.Decision(
+            req=msg.req,
+            verdict=verdict,
+            reason=reason,
+            paths=[p.text for p in paths],
+            token=token,
+            holders=holders,
+            conflicts=conflicts,
+        )
+        data = {k: v for k, v in msgspec.to_builtins(decision).items() if k not in ("type", "req")}
+        self._record("intent.decided", agent=agent.name, session=agent.session, token=token, data=data)
+        self._publish("intent.decided", agent.name, data)
+        self._reply(peer, decision)
+
+    def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float):
+        """-> (verdict, reason, token, conflicts).  Writes are exclusive use of a path."""
+        reg, mode = self.registry, self.settings.mode
+        conflicts: list[m.Conflict] = []
+        unowned: list[Pattern] = []
+        covering_tokens: list[int] = []
+        for path in paths:
+            own, others = policy.intent_view(reg, agent.name, path)
+            if token is not None and not any(e.token == token for e in own):
+                current = f"your live grant there is token {max(e.token for e in own)}" if own else "you hold no live claim on it"
+                reason = f"token {token} is not the current grant of {path.text} to {agent.name} ({current}); it was released, expired or superseded"
+                return "block", reason, None, []
+            conflicts += policy.hold_conflicts(reg, agent.name, path, now) + others
+            if own:
+                covering_tokens.append(token if token is not None else max(e.token for e in own))
+            else:
+                unowned.append(path)
+        if mode == "serial":
+            conflicts += policy.serial_conflicts(reg, agent.name)
+        if policy.refuses(mode, conflicts):
+            return "block", policy.summarise(conflicts), None, conflicts
+        if conflicts:  # parallel-warn: allowed, nothing claimed
+            return "warn", "allowed with conflicts: " + policy.summarise(conflicts), None, conflicts
+        granted = None
+        if unowned and self.settings.auto_claim:
+            granted = self._grant(agent, unowned, "exclusive", None, auto=True)
+            self._publish("claim.granted", agent.name, {"token": granted, "patterns": [p.text for p in unowned], "access": "exclusive", "auto": True})
+        result_token = granted if granted is not None else (covering_tokens[0] if covering_tokens else None)
+        if granted is not None:
+            reason = f"allowed; claimed {', '.join(p.text for p in unowned)} for {agent.name} (token {granted})"
+        elif unowned:
+            reason = "allowed; the path is unclaimed (auto-claim is off)"
+        else:
+            reason = f"allowed; {agent.name} holds the path"
+        return "allow", reason, result_token, []
+
+    def _on_status(self, peer, msg: m.Status, now: float) -> None:
+        reg = self.registry
+        agents = [
+            m.AgentInfo(
+                name=a.name,
+                state=a.state,
+                session=a.session,
+                kind=a.kind,
+                pid=a.pid,
+                worktree=a.worktree,
+                last_seen_ago=round(max(0.0, now - a.last_seen), 3),
+                reason=a.reason,
+            )
+            for a in sorted(reg.agents.values(), key=lambda a: a.name)
+        ]
+        claims = [
+            m.ClaimInfo(
+                pattern=e.pattern.text,
+                holder=e.agent,
+                token=e.token,
+                access=e.access,
+                since_ago=round(max(0.0, now - e.since), 3),
+                expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
+            )
+            for e in sorted(reg.all_entries(), key=lambda e: (e.token, e.pattern.text))
+        ]
+        holds = [
+            m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
+            for h in reg.all_holds()
+            if h.until > now
+        ]
+        stats = {"core": msgspec.to_builtins(self.statistics()), "registry": reg.snapshot_counts()}
+        self._reply(
+            peer,
+            m.StatusReply(
+                req=msg.req,
+                mode=self.settings.mode,
+                epoch=reg.epoch,
+                endpoints=self.endpoints,
+                pub=self.pub_endpoints,
+                agents=agents,
+                claims=claims,
+                holds=holds,
+                seq=self.seq,
+                statistics=stats,
+            ),
+        )
+
+    def _on_bye(self, peer, msg: m.Bye, now: float) -> None:
+        agent = self._session(msg.session, now)
+        self._end(agent, "agent.left", msg.reason or "bye", hold=False, now=now)
+        self._reply(peer, m.Ok(req=msg.req, message=f"{agent.name} left; its claims are free"))
+
+    def _on_shutdown(self, peer, msg: m.Shutdown, now: float) -> None:
+        self._record("coordinator.stopped", data={"reason": msg.reason})
+        self._reply(peer, m.Ok(req=msg.req, message="coordinator stopping"))
+        self._out.append(StopServing(reason=msg.reason))
+
+    _HANDLERS = {
+        m.Hello: _on_hello,
+        m.Heartbeat: _on_heartbeat,
+        m.Watch: _on_watch,
+        m.Claim: _on_claim,
+        m.Release: _on_release,
+        m.Intent: _on_intent,
+        m.Status: _on_status,
+        m.Bye: _on_bye,
+        m.Shutdown: _on_shutdown,
+    }
+
+
+def check_agent_name(name: str) -> None:
+    if not AGENT_NAME.fullmatch(name or ""):
+        raise PeerError(
+            "bad_agent",
+            f"invalid agent name {name!r}: use 1-64 characters, letters, digits and . _ - @ +, starting with a letter or digit",
+        )
+
+
+def _live_message(agent: Agent) -> str:
+    where = f", pid {agent.pid}" if agent.pid else ""
+    return f"agent {agent.name} is already live (session {agent.session}{where}, worktree {agent.worktree or '?'}); pick another name or end it first"
+
+
+def _parse_patterns(paths: list[str]) -> list[Pattern]:
+    if not paths:
+        raise PeerError("bad_request", "no paths given")
+    seen: dict[str, Pattern] = {}
+    for text in paths:
+        pattern = Pattern.parse(text)
+        seen.setdefault(pattern.text, pattern)
+    return list(seen.values())

@@ -1,0 +1,121 @@
+"""Gate policy: who conflicts with whom, and what each mode decides about it.
+
+Rules
+-----
+* A claim by agent A on pattern P conflicts with another agent's live claim Q when P
+  and Q overlap (some path could match both) and at least one of them is exclusive.
+* A write intent is an exclusive use of a concrete path: it conflicts with every other
+  agent's claim on it, exclusive or shared, unless A itself holds the path (then only
+  other agents' *exclusive* claims conflict: co-holders of a shared claim may write).
+* A hold (a stale holder's path during ``lock_delay``) conflicts with everyone but the
+  former holder, in every mode: the holder may still be writing.
+* ``serial``: while another agent holds any exclusive claim, everything is refused,
+  naming that writer.
+* Verdicts: ``parallel-strict`` and ``serial`` refuse on any conflict;
+  ``parallel-warn`` grants with the conflicts as warnings, except holds, which refuse.
+
+Everything here reads the registry and returns plain values; nothing changes state.
+"""
+
+from __future__ import annotations
+
+from protocol.messages import Conflict
+from protocol.paths import Pattern
+
+from .registry import ClaimEntry, Hold, Registry
+
+
+def _claim_conflict(entry: ClaimEntry) -> Conflict:
+    return Conflict(
+        holder=entry.agent,
+        pattern=entry.pattern.text,
+        access=entry.access,
+        token=entry.token,
+        reason=f"held {entry.access}ly by {entry.agent} (token {entry.token})"
+        if entry.access == "exclusive"
+        else f"shared by {entry.agent} (token {entry.token})",
+    )
+
+
+def _hold_conflict(hold: Hold, now: float) -> Conflict:
+    left = max(0.0, hold.until - now)
+    return Conflict(
+        holder=hold.former,
+        pattern=hold.pattern.text,
+        access="held",
+        token=hold.token,
+        reason=f"was held by {hold.former}, who went stale; free in {left:.1f}s",
+        retry_after=round(left, 3),
+    )
+
+
+def hold_conflicts(registry: Registry, agent: str, pattern: Pattern, now: float) -> list[Conflict]:
+    return [
+        _hold_conflict(hold, now)
+        for _, hold in registry.holds.overlapping(pattern)
+        if hold.former != agent and hold.until > now
+    ]
+
+
+def claim_conflicts(
+    registry: Registry, agent: str, pattern: Pattern, access: str
+) -> list[Conflict]:
+    return [
+        _claim_conflict(entry)
+        for _, entry in registry.claims.overlapping(pattern)
+        if entry.agent != agent and (access == "exclusive" or entry.access == "exclusive")
+    ]
+
+
+def serial_conflicts(registry: Registry, agent: str) -> list[Conflict]:
+    """In serial mode: the other agent(s) currently writing."""
+    conflicts = []
+    for writer in registry.exclusive_holders():
+        if writer == agent:
+            continue
+        entry = next(e for e in registry.entries_of(writer) if e.access == "exclusive")
+        conflicts.append(
+            Conflict(
+                holder=writer,
+                pattern=entry.pattern.text,
+                access=entry.access,
+                token=entry.token,
+                reason=f"serial mode: {writer} is writing (holds {entry.pattern.text})",
+            )
+        )
+    return conflicts
+
+
+def intent_view(
+    registry: Registry, agent: str, path: Pattern
+) -> tuple[list[ClaimEntry], list[Conflict]]:
+    """For a write to the concrete ``path``: ``agent``'s own claims that cover it, and
+    the other agents' claims in the way (with no own claim, shared ones are in the way
+    too: writing is exclusive use)."""
+    overlapping = [entry for _, entry in registry.claims.overlapping(path)]
+    own = [e for e in overlapping if e.agent == agent]
+    conflicts = [
+        _claim_conflict(e) for e in overlapping if e.agent != agent and (not own or e.access == "exclusive")
+    ]
+    return own, conflicts
+
+
+def refuses(mode: str, conflicts: list[Conflict]) -> bool:
+    """Does ``mode`` refuse in the face of these conflicts?"""
+    if not conflicts:
+        return False
+    if mode == "parallel-warn":
+        return any(c.access == "held" for c in conflicts)
+    return True
+
+
+def summarise(conflicts: list[Conflict]) -> str:
+    """One sentence naming every conflicting holder and pattern."""
+    parts = []
+    seen = set()
+    for c in conflicts:
+        key = (c.holder, c.pattern, c.reason)
+        if key not in seen:
+            seen.add(key)
+            parts.append(f"{c.pattern}: {c.reason}")
+    return "; ".join(parts)

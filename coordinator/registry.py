@@ -1,0 +1,257 @@
+"""The ownership registry: agents, sessions, claims, lock-delay holds, the token counter.
+
+Theory
+------
+Rule 1: the registry changes *only* by ``apply(record, now)``.  The core decides what
+should happen and writes it down as ledger records; applying a record is the one way
+state moves.  So the state after a restart is exactly ``apply`` over the ledger, and
+the ledger can never disagree with what the coordinator believed.
+
+Rule 2: times are the coordinator's monotonic ``now``, passed in.  They do not survive
+a restart (another process, another clock): replaying a record stamps it with the
+replay's ``now``, which gives every live session a fresh full lease and every hold a
+fresh full lock delay — leases are extended by downtime, never expired by it.
+
+Rule 3: fencing tokens come from one counter that only goes up.  Grants record their
+token; ``tokens.reserved`` records a durable upper mark; a restarted registry issues
+above both, so tokens never go backwards even if the last non-durable commits were
+lost.
+
+Agent states: ``alive`` -> ``stale`` (silence, TTL: may still be running) or ``gone``
+(process exited, said bye).  A stale or gone agent never comes back: speaking again
+opens a new session.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from protocol.paths import Pattern, PatternIndex
+
+from .effects import Record
+
+ALIVE, STALE, GONE = "alive", "stale", "gone"
+
+
+@dataclass(eq=False)
+class Agent:
+    name: str
+    session: str
+    kind: str  # "session" | "run" | "oneshot"
+    worktree: str = ""
+    host: str = ""
+    pid: int | None = None
+    pid_started: float | None = None
+    ttl: float | None = None  # one-shot sessions without a watched pid
+    state: str = ALIVE
+    reason: str = ""
+    joined: float = 0.0
+    last_seen: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        return self.state == ALIVE
+
+
+@dataclass(eq=False)  # identity equality: two grants of one pattern are different entries
+class ClaimEntry:
+    pattern: Pattern
+    agent: str
+    session: str
+    token: int
+    access: str  # "exclusive" | "shared"
+    since: float
+    expires_at: float | None = None
+
+
+@dataclass(eq=False)
+class Hold:
+    """A stale holder's path, kept from everyone else until ``until`` (lock delay)."""
+
+    pattern: Pattern
+    former: str
+    token: int
+    until: float
+
+
+@dataclass
+class Registry:
+    epoch: int = 0
+    next_token: int = 1
+    reserved_until: int = 0  # tokens up to here may have been handed out
+    session_counter: int = 0
+    agents: dict[str, Agent] = field(default_factory=dict)  # name -> newest session
+    sessions: dict[str, Agent] = field(default_factory=dict)  # session id -> agent
+    claims: PatternIndex = field(default_factory=PatternIndex)
+    holds: PatternIndex = field(default_factory=PatternIndex)
+    claims_by_agent: dict[str, list[ClaimEntry]] = field(default_factory=dict)
+    exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
+
+    # ------------------------------------------------------------------ queries
+
+    def live_agent(self, name: str) -> Agent | None:
+        agent = self.agents.get(name)
+        return agent if agent is not None and agent.live else None
+
+    def entries_of(self, name: str) -> list[ClaimEntry]:
+        return self.claims_by_agent.get(name, [])
+
+    def all_entries(self) -> Iterator[ClaimEntry]:
+        for entries in self.claims_by_agent.values():
+            yield from entries
+
+    def all_holds(self) -> list[Hold]:
+        return [hold for _, hold in self.holds]
+
+    def exclusive_holders(self) -> list[str]:
+        return [name for name, count in self.exclusive_count.items() if count > 0]
+
+    # ------------------------------------------------------------------ the one mutator
+
+    def apply(self, record: Record, now: float) -> None:
+        handler = _APPLY.get(record.kind)
+        if handler is not None:
+            handler(self, record, now)
+        if record.token is not None and record.kind == "claim.granted":
+            self.next_token = max(self.next_token, record.token + 1)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _started(self, record: Record, now: float) -> None:
+        self.epoch = record.data["epoch"]
+        self.session_counter = 0
+        self.next_token = max(self.next_token, self.reserved_until + 1)
+
+    def _reserved(self, record: Record, now: float) -> None:
+        self.reserved_until = max(self.reserved_until, record.data["upto"])
+
+    def _joined(self, record: Record, now: float) -> None:
+        data = record.data
+        agent = Agent(
+            name=record.agent,
+            session=record.session,
+            kind=data.get("kind", "session"),
+            worktree=data.get("worktree", ""),
+            host=data.get("host", ""),
+            pid=data.get("pid"),
+            pid_started=data.get("pid_started"),
+            ttl=data.get("ttl"),
+            joined=now,
+            last_seen=now,
+        )
+        self.agents[agent.name] = agent
+        self.sessions[agent.session] = agent
+
+    def _watched(self, record: Record, now: float) -> None:
+        agent = self.sessions.get(record.session)
+        if agent is not None:
+            agent.pid = record.data["pid"]
+            agent.pid_started = record.data.get("pid_started")
+            agent.ttl = None  # a watched pid, not a TTL, bounds this session now
+
+    def _ended(self, record: Record, now: float) -> None:
+        agent = self.sessions.get(record.session)
+        if agent is not None and agent.live:
+            agent.state = STALE if record.kind == "agent.stale" else GONE
+            agent.reason = record.data.get("reason", "")
+
+    def _forgotten(self, record: Record, now: float) -> None:
+        for session in record.data["sessions"]:
+            agent = self.sessions.pop(session, None)
+            if agent is not None and self.agents.get(agent.name) is agent:
+                del self.agents[agent.name]
+
+    def _granted(self, record: Record, now: float) -> None:
+        data = record.data
+        ttl = data.get("ttl")
+        mine = self.claims_by_agent.setdefault(record.agent, [])
+        for text in data["patterns"]:
+            pattern = Pattern.parse(text)
+            for old in [e for e in mine if e.pattern.text == pattern.text]:
+                self._remove_entry(old)  # superseded: the new token is the live grant
+            entry = ClaimEntry(
+                pattern=pattern,
+                agent=record.agent,
+                session=record.session,
+                token=record.token,
+                access=data.get("access", "exclusive"),
+                since=now,
+                expires_at=None if ttl is None else now + ttl,
+            )
+            self.claims.add(pattern, entry)
+            mine.append(entry)
+            if entry.access == "exclusive":
+                self.exclusive_count[record.agent] += 1
+
+    def _released(self, record: Record, now: float) -> None:
+        patterns = set(record.data["patterns"])
+        hold_for = record.data.get("hold_for", 0.0)
+        for entry in list(self.entries_of(record.agent)):
+            if entry.token == record.token and entry.pattern.text in patterns:
+                self._remove_entry(entry)
+                if hold_for > 0:
+                    hold = Hold(entry.pattern, record.agent, entry.token, now + hold_for)
+                    self.holds.add(entry.pattern, hold)
+
+    def _remove_entry(self, entry: ClaimEntry) -> None:
+        self.claims.remove(entry.pattern, entry)
+        mine = self.claims_by_agent[entry.agent]
+        mine.remove(entry)
+        if not mine:
+            del self.claims_by_agent[entry.agent]
+        if entry.access == "exclusive":
+            self.exclusive_count[entry.agent] -= 1
+            if self.exclusive_count[entry.agent] <= 0:
+                del self.exclusive_count[entry.agent]
+
+    def _paused(self, record: Record, now: float) -> None:
+        """The coordinator's loop stood still: nobody's lease ran while it did."""
+        gap = record.data["gap"]
+        for agent in self.agents.values():
+            if agent.live:
+                agent.last_seen = max(agent.last_seen, now)
+        for entry in self.all_entries():
+            if entry.expires_at is not None:
+                entry.expires_at += gap
+        for hold in self.all_holds():
+            hold.until += gap
+
+    # -------------------------------------------------------------- non-ledger upkeep
+
+    def touch(self, agent: Agent, now: float) -> None:
+        """Any message from a live agent renews its lease (not a ledger event)."""
+        agent.last_seen = now
+
+    def drop_expired_holds(self, now: float) -> None:
+        for hold in self.all_holds():
+            if hold.until <= now:
+                self.holds.remove(hold.pattern, hold)
+
+    def snapshot_counts(self) -> dict[str, Any]:
+        return {
+            "agents_alive": sum(1 for a in self.agents.values() if a.live),
+            "agents_known": len(self.agents),
+            "claims": len(self.claims),
+            "holds": len(self.holds),
+            "next_token": self.next_token,
+        }
+
+
+_APPLY = {
+    "coordinator.started": Registry._started,
+    "tokens.reserved": Registry._reserved,
+    "agent.joined": Registry._joined,
+    "agent.watched": Registry._watched,
+    "agent.stale": Registry._ended,
+    "agent.left": Registry._ended,
+    "agent.forgotten": Registry._forgotten,
+    "claim.granted": Registry._granted,
+    "claim.released": Registry._released,
+    "claim.expired": Registry._released,
+    "coordinator.paused": Registry._paused,
+}
+# The kinds that change state: replay reads only these.  Others (claim.refused,
+# intent.decided, coordinator.stopped) are written for people and subscribers.
+STATE_KINDS = frozenset(_APPLY)

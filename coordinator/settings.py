@@ -1,0 +1,89 @@
+"""The coordinator's tunables, their defaults, and where they come from.
+
+Precedence: ``serve`` flags > ``[coordinator]`` in ``lockstep.toml`` > defaults.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from protocol.errors import PeerError
+
+MODES = ("parallel-strict", "parallel-warn", "serial")
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    mode: str = "parallel-strict"
+    heartbeat: float = 1.0  # seconds between an agent's heartbeats
+    liveness: int = 3  # heartbeats missed before the agent is stale
+    lock_delay: float = 10.0  # how long a possibly-alive stale holder's paths stay held
+    auto_claim: bool = True  # an allowed intent on an unclaimed path claims it
+    oneshot_ttl: float = 900.0  # life of a session opened by a one-shot CLI call
+    max_dead_agents: int = 200  # stale/gone agents kept for `status`
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise PeerError("bad_request", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if not self.heartbeat > 0:
+            raise PeerError("bad_request", f"heartbeat must be a positive number of seconds, not {self.heartbeat}")
+        if self.liveness < 1:
+            raise PeerError("bad_request", f"liveness must be at least 1, not {self.liveness}")
+        if self.lock_delay < 0:
+            raise PeerError("bad_request", f"lock_delay must be >= 0 seconds, not {self.lock_delay}")
+        if not self.oneshot_ttl > 0:
+            raise PeerError("bad_request", f"oneshot_ttl must be positive, not {self.oneshot_ttl}")
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds of silence after which a heartbeating agent is stale."""
+        return self.heartbeat * self.liveness
+
+
+def parse_duration(value: object, key: str) -> float:
+    """``30s``, ``5m``, ``1h``, ``250ms`` or a number of seconds."""
+    if isinstance(value, bool):
+        raise PeerError("bad_request", f"{key}: expected a duration such as 30s, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+            if text.endswith(suffix):
+                try:
+                    return float(text[: -len(suffix)]) * factor
+                except ValueError:
+                    break
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise PeerError("bad_request", f"{key}: expected a duration such as 30s, 5m or 1h, got {value!r}")
+
+
+def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
+    """Settings from ``lockstep.toml``'s ``[coordinator]`` table, then ``overrides``
+    (flags given on the command line; ``None`` means "not given")."""
+    values: dict[str, object] = {}
+    if repo_root is not None:
+        path = repo_root / "lockstep.toml"
+        if path.is_file():
+            try:
+                table = tomllib.loads(path.read_text()).get("coordinator", {})
+            except tomllib.TOMLDecodeError as exc:
+                raise PeerError("bad_request", f"{path}: {exc}") from None
+            known = set(Settings.__struct_fields__)
+            for key, value in table.items():
+                name = key.replace("-", "_")
+                if name not in known:
+                    raise PeerError("bad_request", f"{path}: unknown key [coordinator].{key}")
+                if name in ("heartbeat", "lock_delay", "oneshot_ttl"):
+                    value = parse_duration(value, f"{path}: [coordinator].{key}")
+                values[name] = value
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return msgspec.convert(values, Settings)
+    except msgspec.ValidationError as exc:
+        raise PeerError("bad_request", f"invalid coordinator setting: {exc}") from None

@@ -1,0 +1,80 @@
+"""Errors by who is at fault.
+
+``LockstepError`` is the one base class.  ``PeerError`` means *the other side* sent
+something wrong (bad path, malformed frame, unknown agent): the coordinator answers it
+with an ``Error`` reply carrying ``code`` and keeps serving; the CLI prints it and exits
+with the code's exit status.  ``LocalError`` means we misused our own API: a bug, never
+turned into a reply.
+"""
+
+from __future__ import annotations
+
+
+class LockstepError(Exception):
+    """Base class of every exception Lockstep raises on purpose."""
+
+
+class PeerError(LockstepError):
+    """The peer sent something we refuse; safe to report back and keep serving.
+
+    ``code`` is a short machine-readable word (see ``ERROR_CODES``), ``message`` a
+    sentence a person can act on.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in ERROR_CODES:
+            raise LocalError(f"unknown error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"PeerError({self.code!r}, {self.message!r})"
+
+
+class LocalError(LockstepError):
+    """We misused our own API: a bug in Lockstep, not in the peer's input."""
+
+
+# code -> meaning.  Documented in docs/protocol.md; a test checks the two agree.
+ERROR_CODES: dict[str, str] = {
+    "malformed": "the frame is not a valid message (bad msgpack, wrong field types, missing fields)",
+    "unknown_type": "the message type is not one this coordinator knows",
+    "version": "the client speaks a protocol version this coordinator does not",
+    "too_large": "the message exceeds the size cap",
+    "bad_path": "a path is empty, absolute, malformed or escapes the repository",
+    "bad_agent": "an agent name is invalid",
+    "bad_request": "the request is well-formed but makes no sense (e.g. nothing to release)",
+    "wrong_repo": "the client belongs to another repository than this coordinator",
+    "unknown_session": "the session id is not known to this coordinator",
+    "session_expired": "the session went stale and its claims were released; open a new one",
+    "agent_live": "another live session already uses this agent name",
+    "unreachable": "no coordinator answered within the timeout",
+    "internal": "the coordinator hit a bug handling this request (it keeps serving)",
+}
+
+
+def _leaves(group: BaseExceptionGroup):
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+class single_errors:
+    """Context manager: a nursery's group of exactly one exception becomes that exception.
+
+    Our nurseries run a body plus helper tasks that never fail on their own, so a
+    group almost always holds just the body's error; callers should see it as is.
+    """
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves = list(_leaves(exc))
+            if len(leaves) == 1:
+                raise leaves[0]
+        return False

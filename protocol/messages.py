@@ -1,0 +1,250 @@
+"""Wire types: everything agents and the coordinator say to each other.
+
+Theory
+------
+* Every message is a frozen ``msgspec.Struct`` tagged by ``type`` (a short string);
+  the union of all of them is decoded by one reused decoder per direction.
+* Requests carry ``req``, an id the client chooses; the reply echoes it, so a client
+  may have several requests in flight on one DEALER socket.  ``Heartbeat`` is the only
+  one-way request (it gets an answer only when its session is no longer live).
+* Schema evolution: new fields get defaults; an existing field's type never changes;
+  unknown fields are refused (``forbid_unknown_fields``) so a typo in a hand-written
+  client fails loudly instead of being ignored.  ``PROTOCOL_VERSION`` changes only when
+  an old client could misread a new coordinator.
+* Frames: a client sends one frame (the encoded message).  Publications are two
+  frames: the topic (the publication's ``kind``, so subscribers can filter by prefix)
+  and the encoded ``Publication``.
+
+docs/protocol.md is the catalogue of these types for authors of clients in other
+languages; tests/test_protocol.py checks that it names every type and field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+# Above this a message is refused with code "too_large"; the ROUTER's MAXMSGSIZE (a
+# hard cap, see ``HARD_FRAME_LIMIT``) drops bigger frames with their connection.
+MAX_MESSAGE_BYTES = 256 * 1024
+HARD_FRAME_LIMIT = 1024 * 1024
+
+Access = Literal["exclusive", "shared"]
+Verdict = Literal["allow", "warn", "block"]
+SessionKind = Literal["session", "run", "oneshot"]
+
+
+class Message(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True, omit_defaults=True
+):
+    """Base of every wire message."""
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class Request(Message, frozen=True, kw_only=True):
+    req: int = 0
+
+
+class Hello(Request, frozen=True, kw_only=True, tag="hello"):
+    """Open a session for ``agent``, attach to its live one, or resume ``session``.
+
+    ``kind``: ``session`` (a client that heartbeats), ``run`` (``lockstep run``: heartbeats
+    and has its command's pid watched), ``oneshot`` (a CLI call: attaches to the agent's
+    live session if there is one, else opens one that lives for ``ttl`` renewed by each
+    call, or for as long as ``pid`` lives).
+    """
+
+    v: int = PROTOCOL_VERSION
+    agent: str
+    kind: SessionKind = "session"
+    repo: str = ""
+    worktree: str = ""
+    host: str = ""
+    pid: int | None = None
+    pid_started: float | None = None
+    session: str | None = None
+    ttl: float | None = None
+
+
+class Heartbeat(Request, frozen=True, kw_only=True, tag="hb"):
+    session: str
+
+
+class Watch(Request, frozen=True, kw_only=True, tag="watch"):
+    """Watch a local pid for this session: when it exits the agent is gone at once."""
+
+    session: str
+    pid: int
+    pid_started: float | None = None
+
+
+class Claim(Request, frozen=True, kw_only=True, tag="claim"):
+    session: str
+    paths: list[str]
+    shared: bool = False
+    ttl: float | None = None
+
+
+class Release(Request, frozen=True, kw_only=True, tag="release"):
+    """Release some paths, or ``all``; ``force`` (operator) frees anyone's claim."""
+
+    session: str | None = None
+    paths: list[str] = []
+    all: bool = False
+    force: bool = False
+    reason: str = ""
+    by: str = ""
+
+
+class Intent(Request, frozen=True, kw_only=True, tag="intent"):
+    """The agent is about to write these concrete files; ``token`` fences the write."""
+
+    session: str
+    paths: list[str]
+    token: int | None = None
+
+
+class Status(Request, frozen=True, kw_only=True, tag="status"):
+    pass
+
+
+class Bye(Request, frozen=True, kw_only=True, tag="bye"):
+    """End the session cleanly: its claims are free at once."""
+
+    session: str
+    reason: str = "bye"
+
+
+class Shutdown(Request, frozen=True, kw_only=True, tag="shutdown"):
+    reason: str = "stop requested"
+
+
+# ---------------------------------------------------------------------------- replies
+
+
+class Reply(Message, frozen=True, kw_only=True):
+    req: int = 0
+
+
+class Conflict(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a path is not yours: who holds it, by which pattern, and for how long."""
+
+    holder: str
+    pattern: str
+    access: str
+    token: int | None = None
+    reason: str = ""
+    retry_after: float | None = None
+
+
+class Welcome(Reply, frozen=True, kw_only=True, tag="welcome"):
+    session: str
+    agent: str
+    epoch: int
+    mode: str
+    heartbeat: float
+    liveness: int
+    pub: list[str] = []
+    resumed: bool = False
+    notice: str = ""
+
+
+class Granted(Reply, frozen=True, kw_only=True, tag="granted"):
+    token: int
+    patterns: list[str]
+    warnings: list[Conflict] = []
+
+
+class Refused(Reply, frozen=True, kw_only=True, tag="refused"):
+    reason: str
+    conflicts: list[Conflict] = []
+
+
+class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
+    """A gate decision on a write intent."""
+
+    verdict: Verdict
+    reason: str
+    paths: list[str] = []
+    token: int | None = None
+    holders: list[str] = []
+    conflicts: list[Conflict] = []
+
+
+class Released(Reply, frozen=True, kw_only=True, tag="released"):
+    patterns: list[str]
+    holders: list[str] = []
+
+
+class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    state: Literal["alive", "stale", "gone"]
+    session: str
+    kind: str
+    pid: int | None
+    worktree: str
+    last_seen_ago: float
+    reason: str = ""
+
+
+class ClaimInfo(msgspec.Struct, frozen=True, kw_only=True):
+    pattern: str
+    holder: str
+    token: int
+    access: str
+    since_ago: float
+    expires_in: float | None = None
+
+
+class HoldInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A path of a stale holder that nobody may have until ``free_in`` runs out."""
+
+    pattern: str
+    former_holder: str
+    free_in: float
+
+
+class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
+    mode: str
+    epoch: int
+    endpoints: list[str]
+    pub: list[str]
+    agents: list[AgentInfo]
+    claims: list[ClaimInfo]
+    holds: list[HoldInfo] = []
+    seq: int = 0
+    statistics: dict[str, Any] = {}
+
+
+class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
+    message: str = ""
+
+
+class Error(Reply, frozen=True, kw_only=True, tag="error"):
+    code: str
+    message: str
+
+
+# ----------------------------------------------------------------------- publications
+
+
+class Publication(Message, frozen=True, kw_only=True, tag="pub"):
+    """Sent on PUB with ``kind`` as the topic frame.  ``seq`` increases by one per
+    publication within an ``epoch``: a gap means the subscriber missed some (PUB drops
+    at its high-water mark) and should take a fresh ``Status`` snapshot."""
+
+    seq: int
+    epoch: int
+    kind: str
+    agent: str | None = None
+    data: dict[str, Any] = {}
+
+
+ClientMessage = Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown
+ServerMessage = (
+    Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
+)

@@ -1,0 +1,197 @@
+"""Let trio tasks use (sync) pyzmq sockets without blocking and without lost wake-ups.
+
+Theory.  ``zmq.FD`` is not "readable when the socket has a message".  It is the socket's
+command-mailbox signal, readable while commands are pending, and *any* zmq call on the
+socket (send, recv, even reading ``zmq.EVENTS``) processes those commands and so clears
+it.  It behaves like an edge: it fires once per state change and whoever makes the next
+zmq call consumes the edge, whether or not they care about it.  The only safe way to sleep
+is therefore::
+
+    read EVENTS; if the flag we need is absent, wait on the fd -- with no zmq call between.
+
+A naive wrapper that waits on the fd only after ``zmq.Again`` breaks as soon as two tasks
+share a socket: task A reads EVENTS (nothing), sleeps on the fd; a message arrives (edge);
+task B sends, which processes the command and eats the edge; A sleeps forever although a
+message is waiting.  Hence this module's rules:
+
+* exactly one task waits on the fd (trio allows only one), the others park;
+* after every zmq call made through the adapter, all waiters are woken (the parked ones
+  unparked, the fd waiter's cancel scope cancelled) and each re-reads EVENTS;
+* a waiter's own EVENTS read is a zmq call too: if what it saw satisfies some *other*
+  waiter, it wakes them all.  If it satisfies nobody, sleeping on the fd stays valid,
+  because any later change raises a fresh edge;
+* when the fd slot is left empty while others are parked, they are woken so one takes it.
+
+Calls made directly on ``.socket`` (other than before any task waits) bypass these rules;
+follow them with :meth:`TrioSocket.wake_waiters`.  zmq sockets are not thread-safe: never
+hand one to ``trio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import trio
+import zmq
+
+# Backoff when sends keep failing although EVENTS says POLLOUT: with ROUTER_MANDATORY,
+# "writable" means *some* peer is writable, so a full peer would make us spin.
+_SEND_BACKOFF_FIRST = 0.001
+_SEND_BACKOFF_MAX = 0.05
+
+
+class TrioSocket:
+    """A ``zmq.Socket`` usable from many trio tasks at once (one trio run, one thread)."""
+
+    def __init__(self, socket: zmq.Socket) -> None:
+        self.socket = socket
+        self._fd: int = socket.get(zmq.FD)  # cached: unreadable once the socket is closed
+        self._closed = False
+        self._fd_waiter_scope: trio.CancelScope | None = None  # set while a task waits on fd
+        self._parked_waiters = trio.lowlevel.ParkingLot()
+        self._waiter_count_by_flag = {zmq.POLLIN: 0, zmq.POLLOUT: 0}
+
+    # -- waking -------------------------------------------------------------------------
+
+    def wake_waiters(self) -> None:
+        """Make every waiting task re-read EVENTS (call after any raw zmq call)."""
+        self._parked_waiters.unpark_all()
+        if self._fd_waiter_scope is not None:
+            self._fd_waiter_scope.cancel()
+
+    def _after_zmq_call(self) -> None:
+        if any(self._waiter_count_by_flag.values()):
+            self.wake_waiters()
+
+    def _flags_wanted_by_others(self, my_flag: int) -> int:
+        return sum(flag for flag, count in self._waiter_count_by_flag.items()
+                   if count - (flag == my_flag) > 0)
+
+    async def _wait_for(self, flag: int) -> None:
+        """Return once ``EVENTS & flag``; raise ``trio.ClosedResourceError`` on close."""
+        self._waiter_count_by_flag[flag] += 1
+        try:
+            while True:
+                if self._closed:
+                    raise trio.ClosedResourceError("socket was closed")
+                events = self.socket.get(zmq.EVENTS)  # may consume someone's edge
+                if events & self._flags_wanted_by_others(flag):
+                    self.wake_waiters()
+                if events & flag:
+                    return
+                if self._fd_waiter_scope is None:
+                    with trio.CancelScope() as scope:  # cancelled = "re-check EVENTS"
+                        self._fd_waiter_scope = scope
+                        try:
+                            await trio.lowlevel.wait_readable(self._fd)
+                        finally:
+                            self._fd_waiter_scope = None
+                else:
+                    await self._parked_waiters.park()
+        finally:
+            self._waiter_count_by_flag[flag] -= 1
+            if self._fd_waiter_scope is None and self._parked_waiters:
+                self._parked_waiters.unpark_all()  # nobody watches the fd: one must take it
+
+    async def wait_readable(self) -> None:
+        """Return when the socket has a message to receive (``EVENTS & POLLIN``)."""
+        await trio.lowlevel.checkpoint()
+        await self._wait_for(zmq.POLLIN)
+
+    # -- non-blocking calls -------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("socket was closed")
+
+    def send_multipart_nowait(self, frames: Sequence[Any], copy: bool = False) -> bool:
+        """Send one multipart message if possible now; False on ``zmq.Again``."""
+        self._check_open()
+        try:
+            self.socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+            return True
+        except zmq.Again:
+            return False
+        finally:
+            self._after_zmq_call()
+
+    def recv_multipart_nowait(self) -> list[bytes] | None:
+        """Receive one multipart message if one is waiting, else None."""
+        self._check_open()
+        try:
+            return self.socket.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        finally:
+            self._after_zmq_call()
+
+    def drain(self, limit: int) -> list[list[bytes]]:
+        """Receive up to ``limit`` multipart messages that are already waiting."""
+        self._check_open()
+        messages: list[list[bytes]] = []
+        try:
+            while len(messages) < limit:
+                messages.append(self.socket.recv_multipart(zmq.NOBLOCK))
+        except zmq.Again:
+            pass
+        finally:
+            self._after_zmq_call()
+        return messages
+
+    # -- blocking calls -----------------------------------------------------------------
+
+    async def send_multipart(self, frames: Sequence[Any], copy: bool = False) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        failed_sends = 0
+        while not self.send_multipart_nowait(frames, copy=copy):
+            failed_sends += 1
+            if failed_sends > 1:  # POLLOUT was claimed yet the send failed: back off
+                await trio.sleep(min(_SEND_BACKOFF_FIRST * 2 ** (failed_sends - 2),
+                                     _SEND_BACKOFF_MAX))
+            await self._wait_for(zmq.POLLOUT)
+        await trio.lowlevel.cancel_shielded_checkpoint()  # sent: never raise Cancelled now
+
+    async def recv_multipart(self) -> list[bytes]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while (message := self.recv_multipart_nowait()) is None:
+            await self._wait_for(zmq.POLLIN)
+        await trio.lowlevel.cancel_shielded_checkpoint()  # never drop a received message
+        return message
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self, linger: int = 0) -> None:
+        """Close the socket; tasks waiting on it get ``trio.ClosedResourceError``."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            trio.lowlevel.notify_closing(self._fd)
+        except RuntimeError:
+            pass  # not inside trio.run: then no task can be waiting on the fd
+        self._parked_waiters.unpark_all()
+        self.socket.close(linger=linger)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+@contextlib.contextmanager
+def open_socket(ctx: zmq.Context, socket_type: int, **options: Any) -> Iterator[TrioSocket]:
+    """Create a socket, set ``options`` (e.g. ``linger=0, routing_id=b"a"``), wrap it,
+    and close it on exit.  Option names are ``zmq`` socket option names, any case."""
+    socket = ctx.socket(socket_type)
+    try:
+        for name, value in options.items():
+            socket.set(zmq.SocketOption[name.upper()], value)
+    except BaseException:
+        socket.close(linger=0)
+        raise
+    trio_socket = TrioSocket(socket)
+    try:
+        yield trio_socket
+    finally:
+        trio_socket.close(linger=options.get("linger", 0))
