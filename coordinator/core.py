@@ -135,8 +135,8 @@ class Core:
                     self._end(agent, "agent.stale", f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
             elif silent > settings.silence_limit:
                 self._end(agent, "agent.stale", f"no heartbeat for {silent:.1f}s", True, now)
-        for entry in list(reg.all_entries()):
-            if entry.expires_at is not None and entry.expires_at <= now:
+        for entry in list(reg.expiring.values()):
+            if entry.expires_at <= now:
                 self._release([entry], "claim.expired", "claim TTL ran out", hold_for=0.0)
         reg.drop_expired_holds(now)
         self._forget_old_agents()

@@ -86,7 +86,8 @@ class Registry:
     sessions: dict[str, Agent] = field(default_factory=dict)  # session id -> agent
     claims: PatternIndex = field(default_factory=PatternIndex)
     holds: PatternIndex = field(default_factory=PatternIndex)
-    claims_by_agent: dict[str, list[ClaimEntry]] = field(default_factory=dict)
+    claims_by_agent: dict[str, dict[int, ClaimEntry]] = field(default_factory=dict)  # by id()
+    expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
 
     # ------------------------------------------------------------------ queries
@@ -96,11 +97,15 @@ class Registry:
         return agent if agent is not None and agent.live else None
 
     def entries_of(self, name: str) -> list[ClaimEntry]:
-        return self.claims_by_agent.get(name, [])
+        return list(self.claims_by_agent.get(name, {}).values())
 
     def all_entries(self) -> Iterator[ClaimEntry]:
         for entries in self.claims_by_agent.values():
-            yield from entries
+            yield from entries.values()
+
+    def _entries_named(self, agent: str, pattern: Pattern) -> list[ClaimEntry]:
+        """``agent``'s entries whose pattern is exactly ``pattern`` (via the index)."""
+        return [e for _, e in self.claims.overlapping(pattern) if e.agent == agent and e.pattern.text == pattern.text]
 
     def all_holds(self) -> list[Hold]:
         return [hold for _, hold in self.holds]
@@ -166,10 +171,9 @@ class Registry:
     def _granted(self, record: Record, now: float) -> None:
         data = record.data
         ttl = data.get("ttl")
-        mine = self.claims_by_agent.setdefault(record.agent, [])
         for text in data["patterns"]:
             pattern = Pattern.parse(text)
-            for old in [e for e in mine if e.pattern.text == pattern.text]:
+            for old in self._entries_named(record.agent, pattern):
                 self._remove_entry(old)  # superseded: the new token is the live grant
             entry = ClaimEntry(
                 pattern=pattern,
@@ -181,15 +185,18 @@ class Registry:
                 expires_at=None if ttl is None else now + ttl,
             )
             self.claims.add(pattern, entry)
-            mine.append(entry)
+            self.claims_by_agent.setdefault(record.agent, {})[id(entry)] = entry
+            if entry.expires_at is not None:
+                self.expiring[id(entry)] = entry
             if entry.access == "exclusive":
                 self.exclusive_count[record.agent] += 1
 
     def _released(self, record: Record, now: float) -> None:
-        patterns = set(record.data["patterns"])
         hold_for = record.data.get("hold_for", 0.0)
-        for entry in list(self.entries_of(record.agent)):
-            if entry.token == record.token and entry.pattern.text in patterns:
+        for text in record.data["patterns"]:
+            for entry in self._entries_named(record.agent, Pattern.parse(text)):
+                if entry.token != record.token:
+                    continue
                 self._remove_entry(entry)
                 if hold_for > 0:
                     hold = Hold(entry.pattern, record.agent, entry.token, now + hold_for)
@@ -198,7 +205,8 @@ class Registry:
     def _remove_entry(self, entry: ClaimEntry) -> None:
         self.claims.remove(entry.pattern, entry)
         mine = self.claims_by_agent[entry.agent]
-        mine.remove(entry)
+        del mine[id(entry)]
+        self.expiring.pop(id(entry), None)
         if not mine:
             del self.claims_by_agent[entry.agent]
         if entry.access == "exclusive":
@@ -212,9 +220,8 @@ class Registry:
         for agent in self.agents.values():
             if agent.live:
                 agent.last_seen = max(agent.last_seen, now)
-        for entry in self.all_entries():
-            if entry.expires_at is not None:
-                entry.expires_at += gap
+        for entry in self.expiring.values():
+            entry.expires_at += gap
         for hold in self.all_holds():
             hold.until += gap
 

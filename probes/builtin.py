@@ -501,12 +501,49 @@ def _signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies.
+
+    ``killpg(pgid, 0)`` alone cannot tell: a zombie is still a member, and orphans
+    become zombies for good when PID 1 does not reap them (true in some containers).
+    """
+    if not os.path.isdir("/proc"):  # not Linux: psutil does the same, slower
+        found = []
+        for process in psutil.process_iter(["status"]):
+            try:
+                if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                    found.append(process.pid)
+            except (ProcessLookupError, PermissionError):
+                continue
+        return found
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                stat_line = file.read()
+        except OSError:  # exited meanwhile
+            continue
+        # Fields after "(comm)": state ppid pgrp ...; comm itself may hold spaces.
+        fields = stat_line[stat_line.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            found.append(int(entry))
+    return found
+
+
+async def _group_alive(pgid: int) -> bool:
+    if not _signal_group(pgid, 0):
+        return False
+    return bool(await trio.to_thread.run_sync(live_group_members, pgid))
+
+
 async def end_process_group(process: trio.Process, grace: float = TERM_GRACE) -> None:
     """Leave nothing of ``process``'s group running: SIGTERM, then SIGKILL after
     ``grace`` seconds.  Idempotent; the leader is reaped before it returns.
 
     The leader was started with ``start_new_session`` so the group id is its pid.  The
-    id cannot be reused while any member is alive, so signalling it after the leader
+    id cannot be reused while any member exists, so signalling it after the leader
     is reaped reaches only the command's own stragglers.
     """
     pgid = process.pid
@@ -516,10 +553,10 @@ async def end_process_group(process: trio.Process, grace: float = TERM_GRACE) ->
             await process.wait()
         _signal_group(pgid, signal.SIGKILL)  # members that ignored or trapped SIGTERM
         await process.wait()
-    elif _signal_group(pgid, 0):
+    elif await _group_alive(pgid):
         _signal_group(pgid, signal.SIGTERM)
         with trio.move_on_after(grace):
-            while _signal_group(pgid, 0):
+            while await _group_alive(pgid):
                 await trio.sleep(STRAGGLER_POLL)
         _signal_group(pgid, signal.SIGKILL)
 

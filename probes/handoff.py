@@ -1,0 +1,431 @@
+"""Handoff documents scored by an explicit, additive, deterministic rubric (no LLM).
+
+Theory
+------
+A handoff document is the markdown one session of work leaves for the next ("chain
+link").  It is useful when the next session can act on it without asking: the request,
+what was done and decided, which files changed, what is open and exactly what to do next.
+That is checkable without judgement, so it is scored by rules: the same text and the same
+repository always give the same score, and every lost point is named.
+
+Rubric (total 100, additive; ``threshold`` defaults to 85):
+
+=====================================  ======  ==========================================
+criterion                              points  met when
+=====================================  ======  ==========================================
+section present (x9)                   3 each  a heading names the section (synonyms below)
+section substantive (x9)               5 each  its body has >= 8 words AND a concrete
+                                               reference: a path, a `code span`, a fenced
+                                               or ``$ `` command, or a number
+referenced files exist                 18      scaled: 18 x existing / referenced (rounded
+                                               down); 0 when nothing is referenced
+concrete next step                     10      the next-step section has an action verb
+                                               AND a target: a path, `code`, a command or
+                                               a test name
+=====================================  ======  ==========================================
+
+Sections, in order: primary request, key concepts, work completed, decisions, files and
+code changes, unresolved issues, pending tasks, current work, next step.  A heading
+matches a section when it contains one of the section's synonyms as whole words
+(case-insensitive, plural "s" allowed); when several sections match, the longest synonym
+wins.  Headings are ATX (``## Decisions``), setext, a whole line in bold (``**Decisions**``)
+or a numbered line ending in a colon (``4. Decisions:``); a bold label may carry its body
+on the same line (``**Next step:** run ...``).  A section's body runs to the next heading
+of the same or a higher level, or to the next rubric heading.
+
+File references are tokens made of path characters, taken from the whole document (URLs
+removed) that contain a ``/`` or end in a known file extension.  Outside backticks a
+token with ``/`` counts only if it ends in ``/`` or in a known extension (so "and/or" is
+prose); inside backticks any token with ``/`` counts.  Absolute paths outside the
+repository and home paths (``~``) are not checked.  A reference exists when the file or
+folder exists under ``repo_root``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+import msgspec
+
+DEFAULT_THRESHOLD = 85
+MIN_WORDS = 8
+POINTS_PRESENT = 3
+POINTS_SUBSTANTIVE = 5
+POINTS_FILES = 18
+POINTS_NEXT_STEP = 10
+
+
+class Section(msgspec.Struct, frozen=True):
+    key: str
+    title: str
+    synonyms: tuple[str, ...]
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("primary_request", "primary request",
+            ("primary request", "request", "user request", "goal", "objective", "intent",
+             "task description", "assignment")),
+    Section("key_concepts", "key concepts",
+            ("key concepts", "key technical concepts", "concept", "background", "context",
+             "glossary", "terminology")),
+    Section("work_completed", "work completed",
+            ("work completed", "completed", "completed work", "work done", "done so far",
+             "accomplished", "what was done", "progress")),
+    Section("decisions", "decisions",
+            ("decisions", "decision", "design decisions", "decisions made", "rationale",
+             "trade-offs", "tradeoffs")),
+    Section("files", "files and code changes",
+            ("files and code changes", "files", "file changes", "files changed",
+             "code changes", "changes", "files and code sections", "key files")),
+    Section("unresolved_issues", "unresolved issues",
+            ("unresolved issues", "unresolved", "open issues", "known issues", "open problems",
+             "blockers", "risks", "issues")),
+    Section("pending_tasks", "pending tasks",
+            ("pending tasks", "pending", "todo", "to do", "to-do", "remaining work",
+             "remaining tasks", "backlog", "open tasks")),
+    Section("current_work", "current work",
+            ("current work", "current state", "current status", "in progress",
+             "where things stand", "status", "work in progress")),
+    Section("next_step", "next step",
+            ("next step", "next steps", "next action", "next actions", "immediate next step",
+             "optional next step")),
+)
+
+MAX_POINTS = len(SECTIONS) * (POINTS_PRESENT + POINTS_SUBSTANTIVE) + POINTS_FILES + POINTS_NEXT_STEP
+assert MAX_POINTS == 100, MAX_POINTS  # the rubric is documented as totalling 100
+
+# Extensions that make a bare token a file reference.  Deliberately not "any dot": prose
+# is full of "e.g.", "3.11" and "msgspec.Struct".
+KNOWN_EXTENSIONS = frozenset(
+    """
+    py pyi pyx ipynb md rst txt toml json jsonl yaml yml ini cfg conf lock env
+    js mjs cjs ts tsx jsx vue svelte css scss sass less html htm svg
+    rs go c h cc cpp hpp cxx java kt kts scala rb php swift m cs fs ex exs erl hs ml
+    sh bash zsh fish ps1 bat sql proto graphql gql xml csv tsv log patch diff
+    gradle cmake mk dockerfile tf hcl nix zig lua r jl dart
+    """.split()
+)
+# Prose names that look like files but are products.  Checked outside backticks only.
+NOT_FILES = frozenset(
+    {"node.js", "next.js", "vue.js", "nuxt.js", "react.js", "express.js", "d3.js",
+     "three.js", "chart.js", "deno.js", "ember.js", "backbone.js", "angular.js"}
+)
+ACTION_VERBS = frozenset(
+    """
+    add run fix implement write update create remove delete rename refactor test verify
+    check commit open edit replace move merge deploy review investigate debug rerun re-run
+    install migrate document extend wire call change make finish complete port split revert
+    measure benchmark profile reproduce confirm build release publish configure enable
+    disable raise lower handle parse validate cover drop restore resume continue start
+    """.split()
+)
+
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_ATX = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
+_BOLD_LABEL = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*(.*)$")
+_NUMBERED = re.compile(r"^\s*\d+[.)]\s+(.+?):\s*$")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_PATH_CHARS = re.compile(r"[\w.~/-]+")
+_WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+_TEST_NAME = re.compile(r"\btest_\w+")
+_BODY_LEVEL = 7  # bold and numbered headings: deeper than any ATX heading
+
+
+class CriterionScore(msgspec.Struct, frozen=True):
+    criterion: str
+    points: int
+    max_points: int
+    note: str
+
+
+class HandoffScore(msgspec.Struct, frozen=True, kw_only=True):
+    score: int
+    threshold: int
+    passed: bool
+    breakdown: list[CriterionScore]
+    missing: list[str]  # human-readable gaps, one per lost criterion
+    missing_files: list[str]  # referenced paths that do not exist under repo_root
+
+
+class _Heading(msgspec.Struct, frozen=True):
+    line: int
+    body_start: int  # first line of the body (after a setext underline)
+    level: int
+    section: str | None  # the rubric section it names, if any
+    inline: str  # body text on the heading line itself (bold labels)
+
+
+def score_handoff(
+    text: str, repo_root: str | Path, threshold: int = DEFAULT_THRESHOLD
+) -> HandoffScore:
+    """Score ``text`` by the rubric in this module's docstring."""
+    bodies = _section_bodies(text)
+    breakdown: list[CriterionScore] = []
+    missing: list[str] = []
+
+    for section in SECTIONS:
+        body = bodies.get(section.key)
+        criterion = f"section present: {section.title}"
+        if body is None:
+            breakdown.append(CriterionScore(criterion, 0, POINTS_PRESENT, "no heading found"))
+            missing.append(
+                f"missing section: {section.title} (add a heading such as "
+                f"'## {section.title.capitalize()}')"
+            )
+        else:
+            breakdown.append(CriterionScore(criterion, POINTS_PRESENT, POINTS_PRESENT, "found"))
+
+    for section in SECTIONS:
+        body = bodies.get(section.key)
+        criterion = f"section substantive: {section.title}"
+        if body is None:
+            breakdown.append(CriterionScore(criterion, 0, POINTS_SUBSTANTIVE, "section missing"))
+            continue
+        words = len(_WORD.findall(_strip_markup(body)))
+        concrete = _has_concrete_reference(body)
+        problems = []
+        if words < MIN_WORDS:
+            problems.append(f"only {words} words (needs {MIN_WORDS})")
+        if not concrete:
+            problems.append("no concrete reference (a path, `code`, a command or a number)")
+        if problems:
+            note = "; ".join(problems)
+            breakdown.append(CriterionScore(criterion, 0, POINTS_SUBSTANTIVE, note))
+            missing.append(f"section '{section.title}' is not substantive: {note}")
+        else:
+            breakdown.append(
+                CriterionScore(criterion, POINTS_SUBSTANTIVE, POINTS_SUBSTANTIVE,
+                               f"{words} words with a concrete reference")
+            )
+
+    references = file_references(text, repo_root)
+    root = Path(repo_root)
+    missing_files = [ref for ref in references if not _exists(root, ref)]
+    criterion = "referenced files exist"
+    if not references:
+        breakdown.append(CriterionScore(criterion, 0, POINTS_FILES, "no file references found"))
+        missing.append("the document references no files (name the files you changed)")
+    else:
+        existing = len(references) - len(missing_files)
+        points = POINTS_FILES * existing // len(references)
+        note = f"{existing} of {len(references)} referenced files exist"
+        if missing_files:
+            note += f"; missing: {', '.join(missing_files)}"
+            missing.extend(f"referenced file does not exist: {ref}" for ref in missing_files)
+        breakdown.append(CriterionScore(criterion, points, POINTS_FILES, note))
+
+    breakdown.append(_score_next_step(bodies.get("next_step"), missing))
+
+    score = sum(item.points for item in breakdown)
+    return HandoffScore(
+        score=score,
+        threshold=threshold,
+        passed=score >= threshold,
+        breakdown=breakdown,
+        missing=missing,
+        missing_files=missing_files,
+    )
+
+
+def _score_next_step(body: str | None, missing: list[str]) -> CriterionScore:
+    criterion = "concrete next step"
+    if body is None:
+        missing.append("no next step: add a 'Next step' section naming an action and its target")
+        return CriterionScore(criterion, 0, POINTS_NEXT_STEP, "next-step section missing")
+    words = {w.lower().strip(".,;:!?") for w in _WORD.findall(_strip_markup(body))}
+    verbs = sorted(words & ACTION_VERBS)
+    has_target = bool(
+        _CODE_SPAN.search(body) or "```" in body or _TEST_NAME.search(body)
+        or _path_tokens(body)
+    )
+    if verbs and has_target:
+        return CriterionScore(criterion, POINTS_NEXT_STEP, POINTS_NEXT_STEP,
+                              f"action verb {verbs[0]!r} with a concrete target")
+    lacks = []
+    if not verbs:
+        lacks.append("an action verb (run, fix, add, ...)")
+    if not has_target:
+        lacks.append("a concrete target (a file, `command` or test)")
+    note = "names no " + " and no ".join(lacks)
+    missing.append(f"next step is not concrete: it {note}")
+    return CriterionScore(criterion, 0, POINTS_NEXT_STEP, note)
+
+
+# ---------------------------------------------------------------- markdown structure
+
+
+def _section_bodies(text: str) -> dict[str, str]:
+    """Rubric section key -> its body text (repeated headings of a section concatenate)."""
+    lines = text.splitlines()
+    headings = _headings(lines)
+    bodies: dict[str, list[str]] = {}
+    for position, heading in enumerate(headings):
+        if heading.section is None:
+            continue
+        end = len(lines)
+        for later in headings[position + 1:]:
+            if later.section is not None or later.level <= heading.level:
+                end = later.line
+                break
+        chunk = [heading.inline] if heading.inline else []
+        chunk.extend(lines[heading.body_start:end])
+        bodies.setdefault(heading.section, []).extend(chunk)
+    return {key: "\n".join(chunk) for key, chunk in bodies.items()}
+
+
+def _headings(lines: list[str]) -> list[_Heading]:
+    headings: list[_Heading] = []
+    in_fence = False
+    for index, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or not line.strip():
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            title = atx.group(2)
+            headings.append(
+                _Heading(index, index + 1, len(atx.group(1)), _match_section(title), "")
+            )
+            continue
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        setext = _SETEXT.match(following)
+        if setext and not line.lstrip().startswith(("-", "*", "+", ">", "|")):
+            level = 1 if setext.group(1).startswith("=") else 2
+            headings.append(_Heading(index, index + 2, level, _match_section(line), ""))
+            continue
+        bold = _BOLD_LABEL.match(line)
+        if bold:
+            section = _match_section(bold.group(1))
+            if section is not None:
+                headings.append(_Heading(index, index + 1, _BODY_LEVEL, section, bold.group(2)))
+            continue
+        numbered = _NUMBERED.match(line)
+        if numbered:
+            section = _match_section(numbered.group(1))
+            if section is not None:
+                headings.append(_Heading(index, index + 1, _BODY_LEVEL, section, ""))
+    return headings
+
+
+def _match_section(title: str) -> str | None:
+    """The rubric section a heading title names, by its longest matching synonym."""
+    normalized = re.sub(r"[*_`#]", "", title).lower().replace("&", " and ")
+    normalized = re.sub(r"^\s*(?:\d+[.)]|step\s+\d+:?)\s*", "", normalized)
+    normalized = re.sub(r"\s+", " ", normalized).strip(" :.-")
+    if not normalized or len(normalized.split()) > 10:
+        return None
+    best: tuple[int, int] | None = None  # (synonym length, -section order)
+    best_key = None
+    for order, section in enumerate(SECTIONS):
+        for synonym in section.synonyms:
+            if re.search(rf"(?<![\w-]){re.escape(synonym)}s?(?![\w-])", normalized):
+                candidate = (len(synonym), -order)
+                if best is None or candidate > best:
+                    best, best_key = candidate, section.key
+    return best_key
+
+
+def _strip_markup(body: str) -> str:
+    return re.sub(r"[`*#>|]", " ", body)
+
+
+def _has_concrete_reference(body: str) -> bool:
+    if _CODE_SPAN.search(body) or "```" in body or "~~~" in body:
+        return True
+    if re.search(r"^\s*\$ \S", body, re.MULTILINE):
+        return True
+    if re.search(r"\d", _URL.sub(" ", body)):
+        return True
+    return bool(_path_tokens(body))
+
+
+# ---------------------------------------------------------------- file references
+
+
+def file_references(text: str, repo_root: str | Path) -> list[str]:
+    """Repo-relative paths ``text`` references, first mention first, without duplicates."""
+    root = Path(repo_root)
+    found: dict[str, None] = {}
+    for token in _path_tokens(text):
+        relative = _repo_relative(token, root)
+        if relative is not None:
+            found.setdefault(relative, None)
+    return list(found)
+
+
+def _path_tokens(text: str) -> list[str]:
+    """Path-looking tokens, in order: from code spans (lenient) and prose (strict)."""
+    text = _URL.sub(" ", text)
+    tokens: list[tuple[int, str]] = []
+    spans = list(_CODE_SPAN.finditer(text))
+    for span in spans:
+        inside = span.group(1)
+        for match in _PATH_CHARS.finditer(inside):
+            token = _clean(match.group())
+            if _looks_like_path(token, backticked=True):
+                tokens.append((span.start(1) + match.start(), token))
+    prose = _CODE_SPAN.sub(lambda m: " " * len(m.group()), text)
+    for match in _PATH_CHARS.finditer(prose):
+        token = _clean(match.group())
+        if _looks_like_path(token, backticked=False):
+            tokens.append((match.start(), token))
+    return [token for _, token in sorted(tokens)]
+
+
+def _clean(token: str) -> str:
+    # Sentence punctuation and markdown emphasis cling to paths in prose.
+    token = token.strip("_-")
+    while token.endswith(".") and not token.endswith("/."):
+        token = token[:-1]
+    return token
+
+
+def _has_known_extension(token: str) -> bool:
+    name = token.rstrip("/").rsplit("/", 1)[-1]
+    stem, dot, extension = name.rpartition(".")
+    return bool(dot) and bool(re.search(r"[A-Za-z_]", stem)) and extension.lower() in KNOWN_EXTENSIONS
+
+
+def _looks_like_path(token: str, *, backticked: bool) -> bool:
+    if not token or token.startswith("~") or set(token) <= {".", "/", "-"}:
+        return False
+    if not backticked and token.lower() in NOT_FILES:
+        return False
+    if "/" in token:
+        if not re.search(r"[A-Za-z]", token) or token.startswith("//"):
+            return False
+        if backticked:
+            return True
+        return token.endswith("/") or _has_known_extension(token)
+    return _has_known_extension(token)
+
+
+def _repo_relative(token: str, root: Path) -> str | None:
+    """``token`` as a repo-relative path, or None when it is not checkable here."""
+    if token.startswith("/"):
+        try:
+            token = str(PurePosixPath(token).relative_to(root.resolve().as_posix()))
+        except ValueError:
+            return None  # outside the repository: not this rubric's business
+        if token == ".":
+            return None
+    while token.startswith("./"):
+        token = token[2:]
+    return token or None
+
+
+def _exists(root: Path, reference: str) -> bool:
+    candidate = root / reference
+    try:
+        resolved_root = root.resolve()
+        resolved = candidate.resolve()
+    except OSError:
+        return False
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        return False  # '..' out of the repository counts as missing
+    return candidate.exists()

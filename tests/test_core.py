@@ -1,0 +1,309 @@
+"""Unit tests of the pure core: claims, modes, fencing, liveness, restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol import messages as m
+
+from .core_driver import HOST, Driver
+
+
+def test_exclusive_claims_conflict_across_agents_and_name_the_holder():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    granted = d.claim(a, "src/api/")
+    assert isinstance(granted, m.Granted) and granted.token >= 1
+    refused = d.claim(b, "src/api/handlers.py")
+    assert isinstance(refused, m.Refused)
+    assert [(c.holder, c.pattern) for c in refused.conflicts] == [("alice", "src/api/")]
+    assert "alice" in refused.reason
+    assert "claim.refused" in d.kinds()
+
+
+def test_disjoint_claims_are_both_granted():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    assert isinstance(d.claim(a, "docs/**"), m.Granted)
+    assert isinstance(d.claim(b, "src/**"), m.Granted)
+
+
+def test_multi_path_claim_is_all_or_nothing_with_one_token():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "src/x.py")
+    refused = d.claim(b, "src/y.py", "src/x.py")
+    assert isinstance(refused, m.Refused)
+    assert d.status().claims and all(c.holder == "alice" for c in d.status().claims)
+    granted = d.claim(b, "src/y.py", "src/z.py")
+    assert isinstance(granted, m.Granted)
+    tokens = {c.token for c in d.status().claims if c.holder == "bob"}
+    assert tokens == {granted.token}
+
+
+def test_shared_claims_coexist_but_exclude_an_exclusive_one():
+    d = Driver()
+    a, b, c = d.hello("a"), d.hello("b"), d.hello("c")
+    assert isinstance(d.claim(a, "package.json", shared=True), m.Granted)
+    assert isinstance(d.claim(b, "package.json", shared=True), m.Granted)
+    assert isinstance(d.claim(c, "package.json"), m.Refused)
+
+
+def test_warn_mode_grants_with_warnings_and_publishes_them():
+    d = Driver(mode="parallel-warn")
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "src/x.py")
+    granted = d.claim(b, "src/*.py")
+    assert isinstance(granted, m.Granted)
+    assert [w.holder for w in granted.warnings] == ["alice"]
+    assert any(p.kind == "claim.granted" and p.data.get("warnings") for p in d.publications)
+
+
+def test_serial_mode_refuses_everyone_while_one_agent_writes():
+    d = Driver(mode="serial")
+    a, b = d.hello("alice"), d.hello("bob")
+    assert isinstance(d.claim(a, "src/x.py"), m.Granted)
+    refused = d.claim(b, "docs/unrelated.md")
+    assert isinstance(refused, m.Refused) and refused.conflicts[0].holder == "alice"
+    decision = d.intent(b, "README.md")
+    assert decision.verdict == "block" and decision.holders == ["alice"]
+
+
+def test_intent_auto_claims_an_unclaimed_path_and_blocks_a_later_writer():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    first = d.intent(a, "src/new.py")
+    assert first.verdict == "allow" and first.token is not None
+    second = d.intent(b, "src/new.py")
+    assert second.verdict == "block" and second.holders == ["alice"]
+    assert d.intent(a, "src/new.py").token == first.token  # the writer keeps its grant
+
+
+def test_auto_claim_can_be_turned_off():
+    d = Driver(auto_claim=False)
+    a, b = d.hello("alice"), d.hello("bob")
+    assert d.intent(a, "src/new.py").verdict == "allow"
+    assert d.intent(b, "src/new.py").verdict == "allow"
+    assert d.status().claims == []
+
+
+def test_warn_mode_intent_on_someone_elses_path_warns_and_claims_nothing():
+    d = Driver(mode="parallel-warn")
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "src/")
+    decision = d.intent(b, "src/x.py")
+    assert decision.verdict == "warn" and decision.token is None and decision.holders == ["alice"]
+    assert {c.holder for c in d.status().claims} == {"alice"}
+
+
+def test_intent_takes_concrete_paths_only():
+    d = Driver()
+    a = d.hello("alice")
+    error = d.intent(a, "src/*.py")
+    assert isinstance(error, m.Error) and error.code == "bad_path"
+
+
+def test_fencing_refuses_released_and_superseded_tokens():
+    d = Driver()
+    a = d.hello("alice")
+    old = d.claim(a, "src/x.py").token
+    new = d.claim(a, "src/x.py").token  # re-claiming supersedes
+    assert new > old
+    assert d.intent(a, "src/x.py", token=old).verdict == "block"
+    assert d.intent(a, "src/x.py", token=new).verdict == "allow"
+    d.send(m.Release(session=a, paths=["src/x.py"]))
+    blocked = d.intent(a, "src/x.py", token=new)
+    assert blocked.verdict == "block" and "not the current grant" in blocked.reason
+
+
+def test_tokens_strictly_increase_and_survive_restart_above_the_reservation():
+    d = Driver()
+    a = d.hello("alice")
+    tokens = [d.claim(a, f"f{i}.py").token for i in range(5)]
+    assert tokens == sorted(set(tokens))
+    d2 = d.restart(at=100.0)
+    a2 = d2.send(m.Hello(agent="alice", session=a))
+    assert a2.resumed and a2.session == a
+    later = d2.claim(a, "g.py").token
+    assert later > max(tokens)
+    # every restart opens a new epoch, recorded durably
+    assert d2.core.registry.epoch == d.core.registry.epoch + 1
+    started = [r for r in d2.records if r.kind == "coordinator.started"]
+    assert started[-1].durable and started[-1].data["epoch"] == d2.core.registry.epoch
+
+
+def test_token_reservation_is_durable_and_restart_issues_above_it():
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "x.py")
+    reservation = next(r for r in d.records if r.kind == "tokens.reserved")
+    assert reservation.durable
+    # Simulate losing every non-durable record (power loss): tokens must still go up.
+    durable_only = [r for r in d.records if r.durable]
+    d2 = Driver(history=durable_only, now=50.0)
+    a2 = d2.hello("alice")
+    assert d2.claim(a2, "y.py").token > reservation.data["upto"]
+
+
+def test_silent_agent_goes_stale_and_its_paths_are_held_for_the_lock_delay():
+    d = Driver(heartbeat=1.0, liveness=3, lock_delay=10.0)
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "src/x.py")
+    d.heartbeat(b, at=2.0)
+    d.tick(2.9)
+    assert d.status().agents[0].state == "alive"
+    d.heartbeat(b, at=3.5)
+    d.tick(3.5)  # alice silent for 3.5s > 3s
+    states = {ag.name: ag.state for ag in d.status().agents}
+    assert states == {"alice": "stale", "bob": "alive"}
+    expired = [r for r in d.records if r.kind == "claim.expired"]
+    assert expired and "no heartbeat" in expired[0].data["reason"]
+    refused = d.claim(b, "src/x.py")
+    assert isinstance(refused, m.Refused)
+    assert refused.conflicts[0].holder == "alice" and 0 < refused.conflicts[0].retry_after <= 10.0
+    d.advance(13.6, keep_alive=(b,))
+    assert isinstance(d.claim(b, "src/x.py"), m.Granted)
+
+
+def test_exited_process_frees_paths_at_once():
+    d = Driver(lock_delay=10.0)
+    a = d.hello("alice", kind="run", pid=4242, host=HOST)
+    b = d.hello("bob")
+    d.claim(a, "src/x.py")
+    d.exited(a, at=0.5)
+    assert {ag.name: ag.state for ag in d.status().agents}["alice"] == "gone"
+    assert isinstance(d.claim(b, "src/x.py"), m.Granted)
+
+
+def test_stale_agent_speaking_again_is_told_its_session_expired():
+    d = Driver(heartbeat=1.0, liveness=3)
+    a = d.hello("alice")
+    d.claim(a, "src/x.py")
+    d.tick(5.0)
+    reply = d.heartbeat(a, at=5.1)
+    assert isinstance(reply, m.Error) and reply.code == "session_expired"
+    welcome = d.send(m.Hello(agent="alice", session=a))
+    assert welcome.session != a and not welcome.resumed and "expired" in welcome.notice
+    assert [c for c in d.status().claims if c.holder == "alice"] == []
+
+
+def test_oneshot_session_lives_for_its_ttl_renewed_by_each_call():
+    d = Driver(oneshot_ttl=60.0)
+    s = d.hello("cli", kind="oneshot")
+    d.claim(s, "a.py")
+    d.tick(50.0)
+    assert d.send(m.Hello(agent="cli", kind="oneshot"), at=50.0).session == s  # renews
+    d.tick(100.0)
+    assert d.status().agents[0].state == "alive"
+    d.tick(111.0)
+    assert d.status().agents[0].state == "stale"
+
+
+def test_oneshot_call_acts_within_a_live_agents_session():
+    d = Driver()
+    run = d.hello("alice", kind="run")
+    attached = d.send(m.Hello(agent="alice", kind="oneshot"))
+    assert attached.session == run and attached.resumed
+    # but a second long-lived session for a live name is refused
+    error = d.send(m.Hello(agent="alice", kind="run"))
+    assert isinstance(error, m.Error) and error.code == "agent_live"
+
+
+def test_restart_gives_live_sessions_a_fresh_lease_not_an_expiry():
+    d = Driver(heartbeat=1.0, liveness=3)
+    a = d.hello("alice")
+    d.claim(a, "src/x.py")
+    d2 = d.restart(at=1000.0)  # a long downtime
+    d2.tick(1001.0)
+    assert d2.status().agents[0].state == "alive"
+    assert [c.pattern for c in d2.status().claims] == ["src/x.py"]
+    d2.tick(1003.5)  # ...but silence after the restart still counts
+    assert d2.status().agents[0].state == "stale"
+
+
+def test_a_paused_coordinator_extends_leases_instead_of_expiring_everyone():
+    d = Driver(heartbeat=1.0, liveness=3)
+    a = d.hello("alice")
+    d.claim(a, "src/x.py")
+    d.tick(0.2)
+    d.jump(30.0)  # the loop stood still for ~30s
+    assert "coordinator.paused" in d.kinds()
+    assert d.status().agents[0].state == "alive"
+    d.tick(30.2)
+    d.tick(33.3)
+    assert d.status().agents[0].state == "stale"
+
+
+def test_claim_ttl_expires_and_frees_at_once():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "x.py", ttl=5.0)
+    for t in (1.0, 2.0, 3.0, 4.0, 5.5):
+        d.heartbeat(a, at=t)
+        d.heartbeat(b, at=t)
+        d.tick(t)
+    assert isinstance(d.claim(b, "x.py"), m.Granted)
+
+
+def test_force_release_frees_a_live_holder_and_notifies_it():
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "src/api/")
+    released = d.send(m.Release(paths=["src/api/x.py"], force=True, reason="stuck", by="ops"))
+    assert isinstance(released, m.Released) and released.holders == ["alice"]
+    notice = [p for p in d.publications if p.kind == "notice"]
+    assert notice and notice[0].agent == "alice" and "stuck" in notice[0].data["message"]
+    record = [r for r in d.records if r.kind == "claim.released"][-1]
+    assert record.data["forced"] and "stuck" in record.data["reason"]
+
+
+def test_force_release_needs_a_reason():
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "x.py")
+    error = d.send(m.Release(paths=["x.py"], force=True))
+    assert isinstance(error, m.Error) and error.code == "bad_request"
+
+
+@pytest.mark.parametrize(
+    "message, code",
+    [
+        (m.Hello(agent="bad name!"), "bad_agent"),
+        (m.Hello(agent=""), "bad_agent"),
+        (m.Hello(agent="a", v=99), "version"),
+        (m.Hello(agent="a", repo="/other/.git"), "wrong_repo"),
+        (m.Claim(session="nope", paths=["x"]), "unknown_session"),
+    ],
+)
+def test_bad_requests_get_a_coded_error_and_change_nothing(message, code):
+    d = Driver()
+    before = len(d.records)
+    reply = d.send(message)
+    assert isinstance(reply, m.Error) and reply.code == code and reply.message
+    assert len(d.records) == before
+
+
+def test_paths_escaping_the_repo_are_refused():
+    d = Driver()
+    a = d.hello("alice")
+    for bad in ("../etc/passwd", "/etc/passwd", "src/../../x"):
+        reply = d.claim(a, bad)
+        assert isinstance(reply, m.Error) and reply.code == "bad_path", bad
+
+
+def test_bye_frees_claims_at_once():
+    d = Driver(lock_delay=10.0)
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "x.py")
+    d.send(m.Bye(session=a))
+    assert isinstance(d.claim(b, "x.py"), m.Granted)
+
+
+def test_publications_are_sequenced_without_gaps():
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "x.py")
+    d.intent(a, "x.py")
+    seqs = [p.seq for p in d.publications]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert d.status().seq == seqs[-1]
