@@ -142,6 +142,12 @@ class Core:
         self._forget_old_agents()
         return self._flush()
 
+    def stopped(self, reason: str) -> list[Effect]:
+        """The shell is about to stop serving: say so in the ledger."""
+        self._record("coordinator.stopped", data={"reason": reason})
+        self._publish("coordinator.stopped", None, {"reason": reason})
+        return self._flush()
+
     def statistics(self) -> CoreStatistics:
         return CoreStatistics(**self._counts)
 
@@ -523,7 +529,6 @@ class Core:
         self._reply(peer, m.Ok(req=msg.req, message=f"{agent.name} left; its claims are free"))
 
     def _on_shutdown(self, peer, msg: m.Shutdown, now: float) -> None:
-        self._record("coordinator.stopped", data={"reason": msg.reason})
         self._reply(peer, m.Ok(req=msg.req, message="coordinator stopping"))
         self._out.append(StopServing(reason=msg.reason))
 

@@ -103,6 +103,8 @@ class Server:
                 nursery.start_soon(self._watch_signals)
                 task_status.started(self)
                 await self._stop.wait()
+                async with self._turn:
+                    await self._execute(self.core.stopped(self._stop_reason))
                 nursery.cancel_scope.cancel()
         log.info("stopped: %s", self._stop_reason)
         return self._stop_reason

@@ -1,0 +1,204 @@
+"""The CLI contract: commands, JSON fields and exit codes that scripts rely on."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+
+from .conftest import LOCKSTEP, cli, env_for, status, wait_until
+
+FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
+
+
+def test_claim_status_intent_release_json_contract(repo, coordinator):
+    coordinator(*FAST)
+    granted = cli("claim", "src/api/", "--agent", "alice", "--json", cwd=repo.root)
+    assert granted.rc == 0
+    body = granted.json
+    assert body["granted"] is True and isinstance(body["token"], int)
+    assert body["conflicts"] == [] and body["warnings"] == []
+
+    refused = cli("claim", "src/api/x.py", "--agent", "bob", "--json", cwd=repo.other)
+    assert refused.rc == 1
+    body = refused.json
+    assert body["granted"] is False and body["token"] is None
+    assert body["conflicts"][0]["holder"] == "alice" and body["conflicts"][0]["pattern"] == "src/api/"
+
+    blocked = cli("intent", "src/api/x.py", "--agent", "bob", "--json", cwd=repo.other)
+    assert blocked.rc == 1
+    assert blocked.json["verdict"] == "block" and blocked.json["holders"] == ["alice"]
+    assert set(blocked.json) >= {"verdict", "reason", "token", "holders"}
+
+    allowed = cli("intent", "docs/new.md", "--agent", "bob", "--json", cwd=repo.other)
+    assert allowed.rc == 0 and allowed.json["verdict"] == "allow" and isinstance(allowed.json["token"], int)
+
+    state = status(repo)
+    assert state["mode"] == "parallel-strict" and isinstance(state["epoch"], int)
+    assert all(e.startswith(("ipc://", "tcp://")) for e in state["endpoints"])
+    agent = next(a for a in state["agents"] if a["name"] == "bob")
+    assert set(agent) >= {"name", "state", "pid", "worktree", "last_seen"} and agent["state"] == "alive"
+    assert agent["worktree"] == str(repo.other)
+    claim = next(c for c in state["claims"] if c["holder"] == "alice")
+    assert claim == {**claim, "pattern": "src/api/", "access": "exclusive"} and {"token", "since"} <= set(claim)
+
+    released = cli("release", "--all", "--agent", "alice", "--json", cwd=repo.root)
+    assert released.rc == 0 and released.json["released"] == ["src/api/"]
+    assert cli("claim", "src/api/x.py", "--agent", "bob", cwd=repo.other).rc == 0
+
+
+def test_paths_are_relative_to_the_current_directory_and_shared_across_worktrees(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "app.py", "--agent", "alice", cwd=repo.root / "src").rc == 0
+    assert status(repo)["claims"][0]["pattern"] == "src/app.py"
+    # an existing directory means the folder; a path in the other worktree names the same path
+    assert cli("claim", str(repo.other / "src"), "--agent", "bob", "--json", cwd=repo.root).json["conflicts"][0]["pattern"] == "src/app.py"
+
+
+def test_bad_input_exits_2_with_a_message(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    no_agent = cli("claim", "src/x.py", "--json", cwd=repo.root)
+    assert no_agent.rc == 2 and "LOCKSTEP_AGENT" in no_agent.json["error"]["message"]
+    outside = cli("claim", str(tmp_path), "--agent", "alice", "--json", cwd=repo.root)
+    assert outside.rc == 2 and outside.json["error"]["code"] == "bad_path"
+    bad_name = cli("claim", "x.py", "--agent", "no spaces", cwd=repo.root)
+    assert bad_name.rc == 2 and "invalid agent name" in bad_name.err
+    glob_intent = cli("intent", "src/*.py", "--agent", "alice", "--json", cwd=repo.root)
+    assert glob_intent.rc == 2 and glob_intent.json["error"]["code"] == "bad_path"
+    force_without_reason = cli("release", "--force", "x.py", cwd=repo.root)
+    assert force_without_reason.rc == 2
+
+
+def test_no_coordinator_exits_3(repo):
+    result = cli("claim", "x.py", "--agent", "alice", "--json", cwd=repo.root)
+    assert result.rc == 3 and result.json["error"]["code"] == "unreachable"
+    assert cli("status", cwd=repo.root).rc == 3
+    # a state file left by a killed coordinator: still 3, after the connect timeout
+    repo.state_dir.mkdir(parents=True, exist_ok=True)
+    (repo.state_dir / "coordinator.json").write_text(json.dumps({"pid": 1, "endpoints": ["tcp://127.0.0.1:9"]}))
+    assert cli("status", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": "0.5"}).rc == 3
+
+
+def test_env_agent_and_env_endpoint(repo, coordinator):
+    coordinator(*FAST)
+    endpoint = status(repo)["endpoints"][0]
+    result = cli("claim", "x.py", "--json", cwd=repo.root, env={"LOCKSTEP_AGENT": "envy", "LOCKSTEP_ENDPOINT": endpoint})
+    assert result.rc == 0 and status(repo)["claims"][0]["holder"] == "envy"
+
+
+def test_second_serve_exits_1_naming_the_first_and_stop_ends_it(repo, coordinator):
+    first = coordinator(*FAST)
+    second = cli("serve", cwd=repo.other, timeout=20)
+    assert second.rc == 1 and str(first.pid) in second.err
+    stopped = cli("stop", "--json", cwd=repo.other)
+    assert stopped.rc == 0 and stopped.json["stopped"] is True
+    assert first.proc.wait(10) == 0
+    assert not (repo.state_dir / "coordinator.json").exists()
+
+
+def test_a_killed_coordinators_state_file_never_stops_the_next_serve(repo, coordinator):
+    coordinator(*FAST).kill()
+    assert (repo.state_dir / "coordinator.json").exists()
+    coordinator(*FAST)
+    assert status(repo)["epoch"] == 2
+
+
+def test_serve_refuses_a_non_loopback_endpoint(repo):
+    result = cli("serve", "--endpoint", "tcp://0.0.0.0:7777", "--json", cwd=repo.root)
+    assert result.rc == 2 and "loopback" in result.json["error"]["message"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_on_loopback_tcp(repo, coordinator):
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    coordinator(*FAST, "--endpoint", endpoint, "--pub-endpoint", f"tcp://127.0.0.1:{_free_port()}")
+    assert status(repo)["endpoints"] == [endpoint]
+    assert cli("claim", "a.py", "--agent", "t", cwd=repo.other).rc == 0
+
+
+def test_ledger_tail_json_lines(repo, coordinator):
+    c = coordinator(*FAST)
+    cli("claim", "x.py", "--agent", "alice", cwd=repo.root)
+    c.stop()
+    tail = cli("ledger", "tail", "-n", "5", "--json", cwd=repo.other)  # works with no coordinator
+    assert tail.rc == 0
+    events = [json.loads(line) for line in tail.out.splitlines()]
+    assert len(events) == 5 and events[-1]["kind"] == "coordinator.stopped"
+    assert {"id", "ts", "epoch", "kind", "agent", "token", "data"} <= set(events[0])
+    assert "claim.granted" in [e["kind"] for e in events]
+
+
+def test_run_contract(repo, coordinator):
+    coordinator(*FAST)
+    child = cli("run", "--agent", "runner", "--", sys.executable, "-c",
+                "import os,sys; print(os.environ['LOCKSTEP_AGENT']); sys.exit(7)", cwd=repo.root)
+    assert child.rc == 7 and child.out.strip() == "runner"
+    killed = cli("run", "--agent", "runner", "--", sys.executable, "-c", "import os,signal; os.kill(os.getpid(), signal.SIGTERM)", cwd=repo.root)
+    assert killed.rc == 128 + signal.SIGTERM
+    # the run's claims are released when its command exits
+    cli("run", "--agent", "holder", "--", sys.executable, "-m", "coordinator.cli", "claim", "src/", cwd=repo.root)
+    assert [c for c in status(repo)["claims"] if c["holder"] == "holder"] == []
+
+
+def test_run_refuses_a_live_name_and_forwards_signals(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    marker = tmp_path / "got-term"
+    script = (
+        "import signal,sys,pathlib\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('x'), sys.exit(5)))\n"
+        "print('ready', flush=True); signal.pause()\n"
+    )
+    run = subprocess.Popen([*LOCKSTEP, "run", "--agent", "busy", "--", sys.executable, "-c", script],
+                           cwd=repo.root, env=env_for(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline().strip() == "ready"
+        again = cli("run", "--agent", "busy", "--", "true", cwd=repo.other)
+        assert again.rc == 1 and "already live" in again.err
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(10) == 5 and marker.exists()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+    wait_until(lambda: next(a for a in status(repo)["agents"] if a["name"] == "busy")["state"] == "gone", what="busy gone")
+
+
+def test_run_without_a_coordinator_exits_3_and_does_not_start_the_command(repo, tmp_path):
+    marker = tmp_path / "started"
+    result = cli("run", "--agent", "x", "--", sys.executable, "-c", f"open({str(marker)!r},'w')", cwd=repo.root)
+    assert result.rc == 3 and not marker.exists()
+
+
+def test_force_release_is_logged_and_frees_the_path(repo, coordinator):
+    coordinator(*FAST)
+    cli("claim", "src/", "--agent", "alice", cwd=repo.root)
+    forced = cli("release", "--force", "src/app.py", "--reason", "alice is stuck", "--json", cwd=repo.root)
+    assert forced.rc == 0 and forced.json["holders"] == ["alice"]
+    assert cli("claim", "src/app.py", "--agent", "bob", cwd=repo.other).rc == 0
+    tail = cli("ledger", "tail", "-n", "20", "--json", cwd=repo.root)
+    forced_events = [e for e in map(json.loads, tail.out.splitlines()) if e["data"].get("forced")]
+    assert forced_events and "alice is stuck" in forced_events[0]["data"]["reason"]
+
+
+def test_claim_wait_gets_the_path_when_it_frees(repo, coordinator):
+    coordinator(*FAST)
+    cli("claim", "x.py", "--agent", "alice", "--ttl", "1s", cwd=repo.root)
+    waited = cli("claim", "x.py", "--agent", "bob", "--wait", "20s", "--json", cwd=repo.other)
+    assert waited.rc == 0 and waited.json["granted"] is True
+
+
+def test_help_explains_every_command():
+    out = subprocess.run([*LOCKSTEP, "--help"], capture_output=True, text=True, env=env_for()).stdout
+    for command in ("serve", "stop", "claim", "release", "intent", "status", "ledger", "run", "demo"):
+        assert command in out
+        sub = subprocess.run([*LOCKSTEP, command, "--help"], capture_output=True, text=True, env=env_for())
+        assert sub.returncode == 0 and len(sub.stdout) > 200, command
+    version = subprocess.run([*LOCKSTEP, "--version"], capture_output=True, text=True, env=env_for())
+    assert version.returncode == 0 and "lockstep" in version.stdout

@@ -1,0 +1,318 @@
+"""Findings -> responses, bounded retries, the repair loop and the done gate."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probes.config import parse_config
+from probes.model import ProbeResult
+from probes.rules import (
+    DEFAULT_RULES,
+    REPAIR_TRANSITIONS,
+    Finding,
+    RepairLoop,
+    RepairState,
+    Response,
+    RuleTable,
+    VerifyRun,
+    decide,
+    done_gate,
+)
+
+NOW = 1000.0
+
+
+def f(phrase: str, probe: str = "p", agent: str | None = "alice", details: str = "") -> Finding:
+    return Finding(finding=phrase, probe=probe, agent=agent, details=details)
+
+
+def actions(responses: list[Response]) -> list[str]:
+    return [r.action for r in responses]
+
+
+# ---------------------------------------------------------------- the seed table
+
+
+def test_two_endpoints_failing_restart_once():
+    findings = [f("endpoint failing", "api", None), f("endpoint failing", "web", None),
+                f("endpoint failing", "admin", None)]
+    responses, state = decide(findings, RepairState(), NOW)
+    assert actions(responses) == ["restart"]
+    assert responses[0].probes == ("api", "web", "admin")
+    assert responses[0].reason.startswith("default rule 1")
+    assert state == RepairState()
+
+
+def test_one_endpoint_failing_is_not_a_restart():
+    responses, _ = decide([f("endpoint failing", "api")], RepairState(), NOW)
+    assert actions(responses) == ["notify"]
+    assert responses[0].reason.startswith("default rule 6")
+
+
+def test_the_same_endpoint_twice_counts_once():
+    findings = [f("endpoint failing", "api"), f("endpoint failing", "api")]
+    assert actions(decide(findings, RepairState(), NOW)[0]) == ["notify"]
+
+
+def test_deploy_hash_mismatch_touches_index_html():
+    (response,), _ = decide([f("deploy hash mismatch", "deploy-info")], RepairState(), NOW)
+    assert response.action == "touch" and response.params == {"path": "index.html"}
+
+
+def test_build_produced_nothing_rolls_back():
+    (response,), _ = decide([f("build produced nothing", "bundle")], RepairState(), NOW)
+    assert response.action == "rollback"
+    assert "build produced nothing" in response.reason
+
+
+def test_failed_evaluation_notifies_and_never_restarts():
+    (response,), _ = decide([f("evaluation failed", "eval")], RepairState(), NOW)
+    assert response.action == "notify"
+    assert "restart" not in [r.response for r in DEFAULT_RULES if r.finding == "evaluation failed"]
+
+
+def test_unknown_findings_are_never_dropped():
+    (response,), _ = decide([f("disk on fire")], RepairState(), NOW)
+    assert response.action == "notify" and response.finding == "disk on fire"
+
+
+def test_phrases_compare_without_case_or_spacing():
+    (response,), _ = decide([f("  Build   Produced NOTHING ")], RepairState(), NOW)
+    assert response.action == "rollback"
+
+
+# ---------------------------------------------------------------- bounded retries
+
+
+def test_write_lost_retries_in_smaller_chunks_then_escalates():
+    state = RepairState()
+    seen = []
+    for _ in range(5):
+        (response,), state = decide([f("write lost", "write")], state, NOW)
+        seen.append(response)
+    assert actions(seen) == ["retry", "retry", "retry", "notify", "notify"]
+    assert [r.params["attempt"] for r in seen[:3]] == [1, 2, 3]
+    assert all(r.params["message"] == "retry in smaller chunks" for r in seen[:3])
+    assert all(r.params["max"] == 3 for r in seen[:3])
+    assert seen[3].reason.startswith("retry bound reached")
+    assert "persists after 3 retries" in seen[3].params["message"]
+    assert state.retries_for("alice", "write lost") == 3
+
+
+def test_retry_state_is_immutable_and_per_agent_and_finding():
+    before = RepairState()
+    _, after = decide([f("write lost", agent="alice")], before, NOW)
+    assert before == RepairState()
+    assert after.retries_for("alice", "write lost") == 1
+    assert after.retries_for("bob", "write lost") == 0
+    _, after = decide([f("write lost", agent="bob"), f("write lost", agent="alice")], after, NOW + 1)
+    assert after.retries_for("alice", "WRITE LOST") == 2
+    assert after.retries_for("bob", "write lost") == 1
+    assert after.cleared("alice").retries_for("alice", "write lost") == 0
+    assert after.cleared("alice").retries_for("bob", "write lost") == 1
+    assert after.cleared("alice", "write lost") == after.cleared("alice")
+
+
+def test_one_retry_per_agent_and_finding_per_batch():
+    findings = [f("write lost", "write", "alice"), f("write lost", "write", "alice")]
+    responses, state = decide(findings, RepairState(), NOW)
+    assert actions(responses) == ["retry"]
+    assert state.retries_for("alice", "write lost") == 1
+
+
+def test_config_retry_bound_zero_escalates_at_once():
+    config = parse_config('[[rule]]\nfinding = "write lost"\nresponse = "retry"\nmax = 0\n')
+    (response,), state = decide([f("write lost")], RepairState(), NOW, RuleTable.from_config(config))
+    assert response.action == "notify" and response.reason.startswith("retry bound reached")
+    assert state == RepairState()
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["write lost", "x"])),
+                max_size=30),
+       st.integers(min_value=0, max_value=4))
+@settings(max_examples=200, deadline=None)
+def test_retries_never_exceed_the_bound(events, bound):
+    config = parse_config(f'[[rule]]\nfinding = "write lost"\nresponse = "retry"\nmax = {bound}\n')
+    table = RuleTable.from_config(config)
+    state = RepairState()
+    retries: dict[str | None, int] = {}
+    for agent, phrase in events:
+        responses, state = table.decide([f(phrase, agent=agent)], state, NOW)
+        for response in responses:
+            if response.action == "retry":
+                retries[agent] = retries.get(agent, 0) + 1
+        assert len(responses) == 1
+    assert all(count <= bound for count in retries.values())
+    # Same inputs, same outputs.
+    again = RepairState()
+    for agent, phrase in events:
+        _, again = table.decide([f(phrase, agent=agent)], again, NOW)
+    assert again == state
+
+
+# ---------------------------------------------------------------- config rules
+
+
+def test_config_rules_come_before_defaults():
+    config = parse_config(
+        '[[rule]]\nfinding = "build produced nothing"\nresponse = "notify"\nmessage = "look"\n'
+    )
+    (response,), _ = decide([f("build produced nothing")], RepairState(), NOW,
+                            RuleTable.from_config(config))
+    assert response.action == "notify" and response.params == {"message": "look"}
+    assert response.reason.startswith("lockstep.toml: [[rule]] #1")
+
+
+def test_first_matching_config_rule_wins_and_probe_filters():
+    config = parse_config("""
+[[probe]]
+name = "deploy-info"
+kind = "http"
+url = "http://127.0.0.1:3000/deploy_info.json"
+[[rule]]
+finding = "endpoint failing"
+probe = "deploy-info"
+response = "touch"
+path = "dist/index.html"
+[[rule]]
+finding = "*"
+response = "block_agent"
+[[rule]]
+finding = "endpoint failing"
+response = "restart"
+""")
+    table = RuleTable.from_config(config)
+    (touch,), _ = table.decide([f("endpoint failing", "deploy-info")], RepairState(), NOW)
+    assert touch.action == "touch" and touch.params == {"path": "dist/index.html"}
+    (block,), _ = table.decide([f("endpoint failing", "api")], RepairState(), NOW)
+    assert block.action == "block_agent"  # rule 2 is before rule 3
+    assert table.match(f("endpoint failing", "api")) is config.rules[1]
+
+
+def test_min_failing_falls_through_to_later_rules():
+    config = parse_config(
+        '[[rule]]\nfinding = "processes missing"\nmin_failing = 2\nresponse = "restart"\n'
+        'cmd = "supervisorctl restart all"\n'
+    )
+    table = RuleTable.from_config(config)
+    (one,), _ = table.decide([f("processes missing", "a")], RepairState(), NOW)
+    assert one.action == "notify"
+    (two,), _ = table.decide([f("processes missing", "a"), f("processes missing", "b")],
+                             RepairState(), NOW)
+    assert two.action == "restart" and two.params == {"cmd": "supervisorctl restart all"}
+    assert "at least 2 probes failing" in two.reason
+
+
+def test_queue_task_defaults_to_the_findings_agent():
+    config = parse_config(
+        '[[rule]]\nfinding = "timed out"\nresponse = "queue_task"\ntask = "why"\n'
+        '[[rule]]\nfinding = "command failed"\nresponse = "queue_task"\ntask = "fix"\nagent = "ops"\n'
+    )
+    table = RuleTable.from_config(config)
+    responses, _ = table.decide([f("timed out", agent="carol"), f("command failed", agent="carol")],
+                                RepairState(), NOW)
+    assert [r.params for r in responses] == [{"task": "why", "agent": "carol"},
+                                            {"task": "fix", "agent": "ops"}]
+
+
+def test_responses_keep_batch_order_and_time():
+    findings = [f("write lost"), f("build produced nothing"), f("deploy hash mismatch")]
+    responses, _ = decide(findings, RepairState(), 42.5)
+    assert actions(responses) == ["retry", "rollback", "touch"]
+    assert {r.at for r in responses} == {42.5}
+    assert decide(findings, RepairState(), 42.5) == (responses, _)
+
+
+def test_finding_from_probe_result():
+    failed = ProbeResult(name="api", kind="http", target="http://x", verdict="fail",
+                         finding="endpoint failing", reason="status 500")
+    assert Finding.from_result(failed, "bob") == Finding(
+        finding="endpoint failing", probe="api", agent="bob", details="status 500"
+    )
+    passed = ProbeResult(name="api", kind="http", target="http://x", verdict="pass")
+    assert Finding.from_result(passed) is None
+
+
+# ---------------------------------------------------------------- repair loop
+
+
+def test_repair_loop_bounds_repairs_per_turn():
+    loop = RepairLoop(max_repair_loops=3).edit_batch()
+    verdicts = []
+    for _ in range(4):
+        loop, verdict = loop.verify_round(passed=False)
+        verdicts.append(verdict)
+        if verdict == "repair":
+            loop = loop.edit_batch()  # the repair attempt: same turn
+    assert verdicts == ["repair", "repair", "repair", "stop"]
+    assert loop.turn == 1 and loop.failing_rounds == 4 and loop.phase == "stopped"
+    loop, verdict = loop.verify_round(passed=False)
+    assert verdict == "stop"
+
+
+def test_repair_loop_pass_resets_and_new_batch_starts_new_turn():
+    loop = RepairLoop(max_repair_loops=2).edit_batch()
+    loop, _ = loop.verify_round(False)
+    loop = loop.edit_batch()
+    loop, verdict = loop.verify_round(True)
+    assert verdict == "pass" and loop.failing_rounds == 0 and loop.phase == "idle"
+    loop = loop.edit_batch()
+    assert loop.turn == 2
+    for expected in ["repair", "repair", "stop"]:
+        loop, verdict = loop.verify_round(False)
+        assert verdict == expected
+    loop = loop.edit_batch()  # after a stop: a new turn, a fresh bound
+    assert loop.turn == 3 and loop.failing_rounds == 0
+    loop, verdict = loop.verify_round(False)
+    assert verdict == "repair"
+
+
+def test_repair_loop_zero_means_the_first_failure_stands():
+    loop, verdict = RepairLoop(max_repair_loops=0).edit_batch().verify_round(False)
+    assert verdict == "stop"
+
+
+def test_repair_loop_is_immutable():
+    loop = RepairLoop(max_repair_loops=1)
+    loop.edit_batch()
+    loop.verify_round(False)
+    assert loop == RepairLoop(max_repair_loops=1)
+
+
+def test_repair_transitions_cover_every_phase_and_event():
+    phases = {"idle", "edited", "awaiting_repair", "stopped"}
+    events = {"edit", "verify_passed", "verify_failed"}
+    assert set(REPAIR_TRANSITIONS) == {(p, e) for p in phases for e in events}
+
+
+# ---------------------------------------------------------------- done gate
+
+
+def test_done_gate_passes_after_a_later_passing_verify():
+    verdict, reason = done_gate(10, VerifyRun(started_seq=11, passed=True))
+    assert verdict == "pass" and "seq 11" in reason
+
+
+@pytest.mark.parametrize(
+    ("last_write", "verify", "reason"),
+    [
+        (10, None, "no verify run since your last write at seq 10"),
+        (10, VerifyRun(started_seq=9, passed=True), "no verify run since your last write at seq 10"),
+        (10, VerifyRun(started_seq=10, passed=True), "no verify run since your last write at seq 10"),
+        (10, VerifyRun(started_seq=12, passed=None), "the verify run started at seq 12 has not finished"),
+        (10, VerifyRun(started_seq=12, passed=False, failed_checks=("unit",)),
+         "the last verify failed: check unit"),
+        (10, VerifyRun(started_seq=12, passed=False, failed_checks=("unit", "lint")),
+         "the last verify failed: checks unit, lint"),
+        (10, VerifyRun(started_seq=12, passed=False), "the last verify failed: a check failed"),
+    ],
+)
+def test_done_gate_blocks(last_write, verify, reason):
+    assert done_gate(last_write, verify) == ("block", reason)
+
+
+def test_done_gate_without_writes_or_with_policy_off():
+    assert done_gate(None, None)[0] == "pass"
+    assert done_gate(10, None, policy="off") == ("pass", "verify policy is off")
