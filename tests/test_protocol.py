@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -29,14 +30,7 @@ def _section(heading: str) -> str:
 def _field_table(section: str) -> str:
     """The rows of the section's first table (the one headed ``| field |``)."""
     lines = section[section.index("| field |") :].splitlines()
-    return "\n".join(line for line in _takewhile(lambda l: l.startswith("|"), lines))
-
-
-def _takewhile(predicate, items):
-    for item in items:
-        if not predicate(item):
-            return
-        yield item
+    return "\n".join(itertools.takewhile(lambda line: line.startswith("|"), lines))
 
 
 def test_every_message_type_is_documented_with_exactly_its_fields():
