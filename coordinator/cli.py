@@ -157,7 +157,12 @@ def main() -> None:
 @click.option("--lock-delay", metavar="S", help="How long a stale holder's paths stay held (default 10s).")
 @click.option("--no-auto-claim", is_flag=True, help="Allowed intents do not claim unclaimed paths.")
 @click.option("--oneshot-ttl", metavar="S", help="Life of a session opened by a one-shot call (default 15m).")
-@endpoint_option
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help="Where to listen: ipc://PATH or tcp://127.0.0.1:PORT (default: LOCKSTEP_ENDPOINT, else an ipc socket "
+    "in the state directory). Non-loopback addresses are refused: there is no authentication yet.",
+)
 @click.option("--pub-endpoint", metavar="URL", help="Publication endpoint (default: beside the request endpoint).")
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @json_option
