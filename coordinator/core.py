@@ -22,7 +22,7 @@ from protocol.paths import Pattern
 
 from . import policy
 from .effects import Effect, Publish, Record, Send, StopServing, UnwatchPid, WatchPid
-from .registry import ALIVE, Agent, ClaimEntry, Registry
+from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
@@ -65,11 +65,16 @@ class Core:
 
     # ================================================================ entry points
 
-    def start(self, history: list[Record], now: float, *, pid: int = 0) -> list[Effect]:
-        """Rebuild the registry from the ledger, then open a new epoch.
+    def start(
+        self, history: list[Record], now: float, *, pid: int = 0, snapshot: Snapshot | None = None
+    ) -> list[Effect]:
+        """Rebuild the registry from the ledger (the snapshot, then the records after
+        it), then open a new epoch.
 
         Every session the ledger shows live gets a fresh lease from ``now``; local pids
         are watched again (an exited one ends its session at once)."""
+        if snapshot is not None:
+            self.registry = Registry.from_snapshot(snapshot, now)
         for record in history:
             self.registry.apply(record, now)
         self._last_now = now
@@ -258,9 +263,11 @@ class Core:
         self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
 
     def _forget_old_agents(self) -> None:
-        """Keep at most ``max_dead_agents`` ended agents around for ``status``."""
+        """Keep at most ``max_dead_agents`` ended sessions around for ``status``."""
         reg = self.registry
-        dead = [a for a in reg.agents.values() if not a.live]
+        if len(reg.sessions) <= self.settings.max_dead_agents:  # cheap: cannot be too many dead
+            return
+        dead = [a for a in reg.sessions.values() if not a.live]
         excess = len(dead) - self.settings.max_dead_agents
         if excess > 0:
             dead.sort(key=lambda a: a.last_seen)
@@ -503,7 +510,7 @@ class Core:
         ]
         holds = [
             m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
-            for h in reg.all_holds()
+            for h in sorted(reg.all_holds(), key=lambda h: (h.pattern.text, h.former))
             if h.until > now
         ]
         stats = {"core": msgspec.to_builtins(self.statistics()), "registry": reg.snapshot_counts()}

@@ -28,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import msgspec
+
 from protocol.paths import Pattern, PatternIndex
 
 from .effects import Record
@@ -76,6 +78,52 @@ class Hold:
     until: float
 
 
+class SnapshotAgent(msgspec.Struct, frozen=True):
+    name: str
+    session: str
+    kind: str
+    worktree: str
+    host: str
+    pid: int | None
+    pid_started: float | None
+    ttl: float | None
+    state: str
+    reason: str
+
+
+class SnapshotClaim(msgspec.Struct, frozen=True):
+    pattern: str
+    agent: str
+    session: str
+    token: int
+    access: str
+    ttl: float | None
+
+
+class SnapshotHold(msgspec.Struct, frozen=True):
+    pattern: str
+    former: str
+    token: int
+    hold_for: float
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """The registry at one ledger id, so a long ledger need not be replayed from 1.
+    Times are stored as durations and restored against the restart's ``now``."""
+
+    format: int
+    epoch: int
+    next_token: int
+    reserved_until: int
+    session_counter: int
+    agents: list[SnapshotAgent]
+    claims: list[SnapshotClaim]
+    holds: list[SnapshotHold]
+
+
+SNAPSHOT_FORMAT = 1
+
+
 @dataclass
 class Registry:
     epoch: int = 0
@@ -112,6 +160,55 @@ class Registry:
 
     def exclusive_holders(self) -> list[str]:
         return [name for name, count in self.exclusive_count.items() if count > 0]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self, now: float, lock_delay: float) -> Snapshot:
+        return Snapshot(
+            format=SNAPSHOT_FORMAT,
+            epoch=self.epoch,
+            next_token=self.next_token,
+            reserved_until=self.reserved_until,
+            session_counter=self.session_counter,
+            agents=[
+                SnapshotAgent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason)
+                for a in self.sessions.values()
+            ],
+            claims=[
+                SnapshotClaim(
+                    e.pattern.text, e.agent, e.session, e.token, e.access,
+                    None if e.expires_at is None else e.expires_at - e.since,  # the full TTL, as replay gives
+                )
+                for e in self.all_entries()
+            ],
+            holds=[SnapshotHold(h.pattern.text, h.former, h.token, lock_delay) for h in self.all_holds() if h.until > now],
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot, now: float) -> "Registry":
+        """Rebuild; like replay, every live session and hold starts afresh at ``now``."""
+        reg = cls(
+            epoch=snap.epoch,
+            next_token=snap.next_token,
+            reserved_until=snap.reserved_until,
+            session_counter=snap.session_counter,
+        )
+        for a in snap.agents:
+            agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, now, now)
+            reg.sessions[a.session] = agent
+            current = reg.agents.get(a.name)
+            if current is None or not current.live or agent.live:
+                reg.agents[a.name] = agent
+        for c in snap.claims:
+            reg.apply(
+                Record(kind="claim.granted", agent=c.agent, session=c.session, token=c.token,
+                       data={"patterns": [c.pattern], "access": c.access, "ttl": c.ttl}),
+                now,
+            )
+        for h in snap.holds:
+            pattern = Pattern.parse(h.pattern)
+            reg.holds.add(pattern, Hold(pattern, h.former, h.token, now + h.hold_for))
+        return reg
 
     # ------------------------------------------------------------------ the one mutator
 

@@ -41,13 +41,14 @@ from .core import Core
 from .discovery import LEDGER_FILE, Place, remove_state, write_state
 from .effects import Publish, Record, Send, StopServing, UnwatchPid, WatchPid
 from .pidwatch import PidWatcher
-from .registry import STATE_KINDS
+from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
 from .settings import Settings
 
 log = logging.getLogger("lockstep")
 
 BATCH_LIMIT = 1024  # messages drained per turn
 CHECKPOINT_INTERVAL = 2.0
+SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
 _sniff_req = msgspec.msgpack.Decoder(dict[str, object])
 
 
@@ -68,7 +69,7 @@ class Server:
         self._turn = trio.Lock()
         self._stop = trio.Event()
         self._stop_reason = ""
-        self._pending_commit = False
+        self._snapshot_at = 0  # ledger id of the newest snapshot this process saved
         self._router: TrioSocket
         self._pub: TrioSocket
         self._pids: PidWatcher
@@ -84,11 +85,14 @@ class Server:
             stack.callback(self.ledger.close)
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
-            history = await trio.to_thread.run_sync(self._load_history)
+            snapshot, history = await trio.to_thread.run_sync(self._load_history)
             async with trio.open_nursery() as nursery:
                 self._pids = PidWatcher(nursery, self._on_process_exit)
                 async with self._turn:
-                    await self._execute(self.core.start(history, trio.current_time(), pid=os.getpid()))
+                    now = trio.current_time()
+                    await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))
+                    if len(history) > SNAPSHOT_EVERY // 10:
+                        await self._save_snapshot()
                 write_state(self.place.state_dir, self._state_info())
                 stack.callback(remove_state, self.place.state_dir, os.getpid())
                 log.info(
@@ -105,6 +109,7 @@ class Server:
                 await self._stop.wait()
                 async with self._turn:
                     await self._execute(self.core.stopped(self._stop_reason))
+                    await self._save_snapshot()  # the next start replays nothing
                 nursery.cancel_scope.cancel()
         log.info("stopped: %s", self._stop_reason)
         return self._stop_reason
@@ -127,11 +132,30 @@ class Server:
         stack.callback(sock.close)
         return sock
 
-    def _load_history(self) -> list[Record]:
-        return [
+    def _load_history(self) -> tuple[Snapshot | None, list[Record]]:
+        """The newest usable snapshot and the state-changing records after it."""
+        snapshot, after = None, 0
+        saved = self.ledger.latest_snapshot()
+        if saved is not None:
+            try:
+                snapshot = msgspec.msgpack.decode(saved[1], type=Snapshot)
+                after = self._snapshot_at = saved[0]
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                log.warning("ignoring an unreadable snapshot at event %d; replaying the whole ledger", saved[0])
+            if snapshot is not None and snapshot.format != SNAPSHOT_FORMAT:
+                snapshot, after = None, 0
+        history = [
             Record(kind=e.kind, agent=e.agent, session=e.session, token=e.token, data=e.data)
-            for e in self.ledger.events(kinds=STATE_KINDS)
+            for e in self.ledger.events(after=after, kinds=STATE_KINDS)
         ]
+        return snapshot, history
+
+    async def _save_snapshot(self) -> None:
+        """Called inside the turn, right after a commit: registry == ledger up to last_id."""
+        upto = self.ledger.last_id()
+        blob = msgspec.msgpack.encode(self.core.registry.snapshot(trio.current_time(), self.settings.lock_delay))
+        self._snapshot_at = upto
+        await trio.to_thread.run_sync(self.ledger.save_snapshot, upto, blob)
 
     def _state_info(self) -> dict:
         return {
@@ -202,6 +226,8 @@ class Server:
             rows = [LedgerRecord(kind=r.kind, agent=r.agent, session=r.session, token=r.token, data=r.data) for r in records]
             durable = any(r.durable for r in records)
             await trio.to_thread.run_sync(lambda: self.ledger.append(rows, epoch=self.core.registry.epoch, durable=durable))
+            if self.ledger.last_id() - self._snapshot_at >= SNAPSHOT_EVERY:
+                await self._save_snapshot()
             for r in records:
                 if r.kind in _LOGGED_KINDS:
                     log.info("%s %s %s", r.kind, r.agent or "", r.data.get("reason") or r.data.get("patterns") or "")

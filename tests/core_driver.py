@@ -11,12 +11,12 @@ HOST = "testhost"
 
 
 class Driver:
-    def __init__(self, history: list[Record] | None = None, now: float = 0.0, **settings) -> None:
+    def __init__(self, history: list[Record] | None = None, now: float = 0.0, snapshot=None, **settings) -> None:
         self.core = Core(Settings(**settings), repo="/repo/.git", host=HOST)
         self.records: list[Record] = list(history or [])
         self.publications: list[m.Publication] = []
         self.now = now
-        self._absorb(self.core.start(list(history or []), now))
+        self._absorb(self.core.start(list(history or []), now, snapshot=snapshot))
 
     def _absorb(self, effects) -> list:
         replies = []

@@ -307,3 +307,24 @@ def test_publications_are_sequenced_without_gaps():
     seqs = [p.seq for p in d.publications]
     assert seqs == list(range(1, len(seqs) + 1))
     assert d.status().seq == seqs[-1]
+
+
+def test_start_from_a_snapshot_equals_start_from_the_whole_ledger():
+    d = Driver(heartbeat=1.0, liveness=3, lock_delay=5.0)
+    a, b, c = d.hello("alice"), d.hello("bob"), d.hello("carol", kind="oneshot")
+    d.claim(a, "src/", "docs/x.md")
+    d.claim(b, "tests/**", shared=True)
+    d.claim(c, "tmp.txt", ttl=30.0)
+    d.advance(2.0, keep_alive=(b, c))
+    d.advance(4.0, keep_alive=(b,))  # alice goes stale: her paths are held
+    snap = d.core.registry.snapshot(d.now, d.core.settings.lock_delay)
+    cut = len(d.records)
+    d.claim(b, "more/")
+    full = d.restart(at=100.0)
+    from_snapshot = Driver(history=d.records[cut:], now=100.0, snapshot=snap, heartbeat=1.0, liveness=3, lock_delay=5.0)
+    left, right = full.status(), from_snapshot.status()
+    assert left.epoch == right.epoch
+    assert left.claims == right.claims
+    assert left.holds == right.holds
+    assert [(x.name, x.state, x.session) for x in left.agents] == [(x.name, x.state, x.session) for x in right.agents]
+    assert full.claim(b, "z.py").token == from_snapshot.claim(b, "z.py").token

@@ -139,3 +139,21 @@ def test_coordinator_killed_and_restarted_keeps_grants_and_issues_higher_tokens(
     assert alice.do("intent", paths=["src/app.py"], token=token)["verdict"] == "allow"
     assert alice.do("claim", paths=["src/other.py"])["token"] > token
     assert agent_state(repo, "alice") == "alive"
+
+
+def test_a_clean_stop_saves_a_snapshot_and_the_next_start_restores_from_it(repo, coordinator):
+    from ledger import open_readonly
+
+    from .conftest import cli
+
+    first = coordinator(*FAST)
+    for i in range(5):
+        assert cli("claim", f"src/f{i}.py", "--agent", "alice", cwd=repo.root).rc == 0
+    before = {c["pattern"]: c["token"] for c in status(repo)["claims"]}
+    first.stop()
+    with open_readonly(repo.state_dir / "ledger.db") as reader:
+        upto, _ = reader.latest_snapshot()
+        assert upto == reader.last_id()
+    coordinator(*FAST)
+    assert {c["pattern"]: c["token"] for c in status(repo)["claims"]} == before
+    assert cli("claim", "src/g.py", "--agent", "alice", "--json", cwd=repo.root).json["token"] > max(before.values())
