@@ -21,12 +21,13 @@ from protocol.errors import LocalError, PeerError
 from protocol.paths import Pattern
 
 from . import policy
-from .effects import Effect, Publish, Record, Send, StopServing, UnwatchPid, WatchPid
+from .effects import Effect, Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
+PROBE_KINDS = ("write", "build", "command", "http", "processes", "handoff")
 
 
 class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +61,7 @@ class Core:
         self.registry = Registry()
         self.seq = 0  # publication sequence number, per epoch
         self._last_now: float | None = None
+        self._next_lease_check = 0.0  # no live lease can run out before this time
         self._out: list[Effect] = []
         self._counts = dict.fromkeys(CoreStatistics.__struct_fields__, 0)
 
@@ -130,16 +132,20 @@ class Core:
     def tick(self, now: float) -> list[Effect]:
         """Expire what is due at ``now``: silent agents, one-shot TTLs, claim TTLs, holds."""
         self._advance(now)
-        reg, settings = self.registry, self.settings
-        for agent in list(reg.agents.values()):
-            if not agent.live:
-                continue
-            silent = now - agent.last_seen
-            if agent.kind == "oneshot":
-                if agent.ttl is not None and silent > agent.ttl:
+        reg = self.registry
+        if now >= self._next_lease_check:  # leases only move later, so nothing is due before
+            self._next_lease_check = float("inf")
+            for agent in list(reg.agents.values()):
+                if not agent.live:
+                    continue
+                limit = self._lease_of(agent)
+                silent = now - agent.last_seen
+                if silent <= limit:
+                    self._next_lease_check = min(self._next_lease_check, agent.last_seen + limit)
+                elif agent.kind == "oneshot":
                     self._end(agent, "agent.stale", f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
-            elif silent > settings.silence_limit:
-                self._end(agent, "agent.stale", f"no heartbeat for {silent:.1f}s", True, now)
+                else:
+                    self._end(agent, "agent.stale", f"no heartbeat for {silent:.1f}s", True, now)
         for entry in list(reg.expiring.values()):
             if entry.expires_at <= now:
                 self._release([entry], "claim.expired", "claim TTL ran out", hold_for=0.0)
@@ -152,6 +158,13 @@ class Core:
         self._record("coordinator.stopped", data={"reason": reason})
         self._publish("coordinator.stopped", None, {"reason": reason})
         return self._flush()
+
+    def _lease_of(self, agent: Agent) -> float:
+        """Seconds of silence this agent may have: its one-shot TTL, or heartbeat x liveness
+        (a one-shot session bound to a pid has no TTL: only the pid's exit ends it)."""
+        if agent.kind == "oneshot":
+            return float("inf") if agent.ttl is None else agent.ttl
+        return self.settings.silence_limit
 
     def statistics(self) -> CoreStatistics:
         return CoreStatistics(**self._counts)
@@ -228,6 +241,7 @@ class Core:
             },
         )
         agent = reg.sessions[session]
+        self._next_lease_check = min(self._next_lease_check, now + self._lease_of(agent))
         if msg.pid is not None and msg.host == self.host:
             self._out.append(WatchPid(session=session, pid=msg.pid, pid_started=msg.pid_started))
         self._publish("agent.joined", agent.name, {"session": session, "kind": agent.kind, "worktree": agent.worktree})
@@ -449,6 +463,8 @@ class Core:
     def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float):
         """-> (verdict, reason, token, conflicts).  Writes are exclusive use of a path."""
         reg, mode = self.registry, self.settings.mode
+        if agent.name in reg.blocked:
+            return "block", f"{agent.name} is blocked by a rule: {reg.blocked[agent.name]}", None, []
         conflicts: list[m.Conflict] = []
         unowned: list[Pattern] = []
         covering_tokens: list[int] = []
@@ -539,6 +555,108 @@ class Core:
         self._reply(peer, m.Ok(req=msg.req, message="coordinator stopping"))
         self._out.append(StopServing(reason=msg.reason))
 
+    # ================================================================ checks and gates
+
+    def _optional_session(self, session: str | None, now: float) -> Agent | None:
+        return None if session is None else self._session(session, now)
+
+    def _open_job(self, kind: str, agent: Agent | None, request: m.Request, data: dict[str, Any]) -> str:
+        job = f"{self.registry.epoch}.{self.registry.job_counter + 1}"
+        name = agent.name if agent else None
+        self._record(
+            "job.started",
+            agent=name,
+            session=agent.session if agent else None,
+            data={"job": job, "kind": kind, **data},
+        )
+        self._publish("job.started", name, {"job": job, "kind": kind})
+        self._out.append(StartJob(job=job, kind=kind, agent=name, request=request))
+        return job
+
+    def _on_check(self, peer, msg: m.Check, now: float) -> None:
+        agent = self._optional_session(msg.session, now)
+        if msg.probe.kind not in PROBE_KINDS:
+            raise PeerError("bad_request", f"unknown probe kind {msg.probe.kind!r}: use one of {', '.join(PROBE_KINDS)}")
+        name = msg.probe.name or msg.probe.kind
+        job = self._open_job("check", agent, msg, {"probe": msgspec.to_builtins(msg.probe), "cwd": msg.cwd})
+        self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))
+
+    def _on_verify(self, peer, msg: m.Verify, now: float) -> None:
+        agent = self._optional_session(msg.session, now)
+        reg = self.registry
+        if agent is not None and msg.new_turn:
+            self._record("turn.started", agent=agent.name, session=agent.session)
+        if agent is not None and reg.failing_rounds.get(agent.name, 0) >= self.settings.max_repair_loops:
+            last = reg.last_verify.get(agent.name)
+            failed = ", ".join(last.failed) if last else "?"
+            reason = (
+                f"{agent.name} has had {reg.failing_rounds[agent.name]} failing verify rounds this turn "
+                f"(max_repair_loops = {self.settings.max_repair_loops}); not re-running. "
+                f"The failure report of job {last.job if last else '?'} stands: {failed} failed"
+            )
+            self._record("verify.refused", agent=agent.name, session=agent.session, data={"reason": reason})
+            self._publish("verify.refused", agent.name, {"reason": reason})
+            self._reply(peer, m.Gate(req=msg.req, subject="verify", verdict="escalate", reason=reason, agent=agent.name, job=last.job if last else ""))
+            return
+        job = self._open_job("verify", agent, msg, {"cwd": msg.cwd})
+        self._reply(peer, m.Accepted(req=msg.req, job=job, kind="verify"))
+
+    def _on_done(self, peer, msg: m.Done, now: float) -> None:
+        agent = self._session(msg.session, now)
+        verdict, reason = self._done_gate(agent.name)
+        self._record("done.decided", agent=agent.name, session=agent.session, data={"verdict": verdict, "reason": reason})
+        self._publish("done.decided", agent.name, {"verdict": verdict, "reason": reason})
+        self._reply(peer, m.Gate(req=msg.req, subject="done", verdict=verdict, reason=reason, agent=agent.name))
+
+    def _done_gate(self, name: str) -> tuple[str, str]:
+        """Pass only if a verify run that started after the agent's last write passed."""
+        reg = self.registry
+        if self.settings.verify_policy == "off":
+            return "pass", "verify policy is off: done is not gated"
+        if name in reg.blocked:
+            return "block", f"{name} is blocked by a rule: {reg.blocked[name]}"
+        last_write = reg.last_write.get(name, 0)
+        last = reg.last_verify.get(name)
+        if last is None or last.mark < last_write:
+            when = "your last write" if last_write else "you started"
+            return "block", f"no verify run since {when}: run `lockstep verify` first"
+        if not last.passed:
+            return "block", f"the last verify run (job {last.job}) failed: {', '.join(last.failed) or 'see its report'}"
+        return "pass", f"verify run {last.job} passed after your last write"
+
+    def _on_plan_run(self, peer, msg: m.PlanRun, now: float) -> None:
+        agent = self._optional_session(msg.session, now)
+        job = self._open_job("plan", agent, msg, {"source": msg.source, "cwd": msg.cwd, "plan": msg.plan})
+        self._reply(peer, m.Accepted(req=msg.req, job=job, kind="plan"))
+
+    # -- what the shell's job runner reports back (each one a ledger record first)
+
+    def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any], now: float) -> list[Effect]:
+        """One probe's result within a job."""
+        self._advance(now)
+        record_kind = "verify.result" if kind == "verify" else "probe.result"
+        self._record(record_kind, agent=agent, data={"job": job, **result})
+        self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
+        return self._flush()
+
+    def job_finished(self, job: str, kind: str, gate: m.Gate, now: float) -> list[Effect]:
+        self._advance(now)
+        data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
+        if kind == "verify":
+            failed = [r.get("name", "?") for r in gate.results if r.get("verdict") != "pass"]
+            self._record("verify.finished", agent=gate.agent, data={**data, "passed": gate.verdict == "pass", "failed": failed})
+        else:
+            self._record(f"{kind}.finished", agent=gate.agent, data=data)
+        self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
+        return self._flush()
+
+    def note(self, kind: str, agent: str | None, data: dict[str, Any], now: float) -> list[Effect]:
+        """Record and publish something a job did (a rule's response, a plan transition)."""
+        self._advance(now)
+        self._record(kind, agent=agent, data=data)
+        self._publish(kind, agent, data)
+        return self._flush()
+
     _HANDLERS = {
         m.Hello: _on_hello,
         m.Heartbeat: _on_heartbeat,
@@ -549,6 +667,10 @@ class Core:
         m.Status: _on_status,
         m.Bye: _on_bye,
         m.Shutdown: _on_shutdown,
+        m.Check: _on_check,
+        m.Verify: _on_verify,
+        m.Done: _on_done,
+        m.PlanRun: _on_plan_run,
     }
 
 

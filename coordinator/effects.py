@@ -48,4 +48,13 @@ class StopServing(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
-Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing
+class StartJob(msgspec.Struct, frozen=True, kw_only=True):
+    """Run a check, a verify suite or a plan (the shell's job runner does the work)."""
+
+    job: str
+    kind: str  # "check" | "verify" | "plan"
+    agent: str | None
+    request: Any  # the Check / Verify / PlanRun message
+
+
+Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob

@@ -78,6 +78,13 @@ class Hold:
     until: float
 
 
+class VerifyOutcome(msgspec.Struct, frozen=True):
+    job: str
+    mark: int  # the clock when the run started
+    passed: bool
+    failed: list[str]  # names of the failing checks
+
+
 class SnapshotAgent(msgspec.Struct, frozen=True):
     name: str
     session: str
@@ -119,6 +126,11 @@ class Snapshot(msgspec.Struct, frozen=True):
     agents: list[SnapshotAgent]
     claims: list[SnapshotClaim]
     holds: list[SnapshotHold]
+    clock: int = 0
+    last_write: dict[str, int] = {}
+    last_verify: dict[str, VerifyOutcome] = {}
+    failing_rounds: dict[str, int] = {}
+    blocked: dict[str, str] = {}
 
 
 SNAPSHOT_FORMAT = 1
@@ -134,7 +146,18 @@ class Registry:
     sessions: dict[str, Agent] = field(default_factory=dict)  # session id -> agent
     claims: PatternIndex = field(default_factory=PatternIndex)
     holds: PatternIndex = field(default_factory=PatternIndex)
-    claims_by_agent: dict[str, dict[int, ClaimEntry]] = field(default_factory=dict)  # by id()
+    # agent -> pattern text -> its entry (re-claiming a pattern supersedes: one per text)
+    claims_by_agent: dict[str, dict[str, ClaimEntry]] = field(default_factory=dict)
+    # The verify loop's bookkeeping.  ``clock`` ticks at every allowed write intent
+    # and every verify start, so "a verify run that started after the last write"
+    # is a comparison of two marks.
+    clock: int = 0
+    job_counter: int = 0
+    last_write: dict[str, int] = field(default_factory=dict)  # agent -> clock mark
+    verify_marks: dict[str, tuple[str, int]] = field(default_factory=dict)  # job -> (agent, mark)
+    last_verify: dict[str, VerifyOutcome] = field(default_factory=dict)  # agent -> newest finished
+    failing_rounds: dict[str, int] = field(default_factory=dict)  # agent -> consecutive failed verifies
+    blocked: dict[str, str] = field(default_factory=dict)  # agent -> why a rule blocked it
     expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
 
@@ -151,9 +174,9 @@ class Registry:
         for entries in self.claims_by_agent.values():
             yield from entries.values()
 
-    def _entries_named(self, agent: str, pattern: Pattern) -> list[ClaimEntry]:
-        """``agent``'s entries whose pattern is exactly ``pattern`` (via the index)."""
-        return [e for _, e in self.claims.overlapping(pattern) if e.agent == agent and e.pattern.text == pattern.text]
+    def entry_named(self, agent: str, text: str) -> ClaimEntry | None:
+        """``agent``'s live claim on exactly this pattern text, if any."""
+        return self.claims_by_agent.get(agent, {}).get(text)
 
     def all_holds(self) -> list[Hold]:
         return [hold for _, hold in self.holds]
@@ -182,6 +205,11 @@ class Registry:
                 for e in self.all_entries()
             ],
             holds=[SnapshotHold(h.pattern.text, h.former, h.token, lock_delay) for h in self.all_holds() if h.until > now],
+            clock=self.clock,
+            last_write=dict(self.last_write),
+            last_verify=dict(self.last_verify),
+            failing_rounds=dict(self.failing_rounds),
+            blocked=dict(self.blocked),
         )
 
     @classmethod
@@ -192,6 +220,11 @@ class Registry:
             next_token=snap.next_token,
             reserved_until=snap.reserved_until,
             session_counter=snap.session_counter,
+            clock=snap.clock,
+            last_write=dict(snap.last_write),
+            last_verify=dict(snap.last_verify),
+            failing_rounds=dict(snap.failing_rounds),
+            blocked=dict(snap.blocked),
         )
         for a in snap.agents:
             agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, now, now)
@@ -224,6 +257,8 @@ class Registry:
     def _started(self, record: Record, now: float) -> None:
         self.epoch = record.data["epoch"]
         self.session_counter = 0
+        self.job_counter = 0
+        self.verify_marks.clear()  # runs cut short by a restart never finish
         self.next_token = max(self.next_token, self.reserved_until + 1)
 
     def _reserved(self, record: Record, now: float) -> None:
@@ -270,7 +305,8 @@ class Registry:
         ttl = data.get("ttl")
         for text in data["patterns"]:
             pattern = Pattern.parse(text)
-            for old in self._entries_named(record.agent, pattern):
+            old = self.entry_named(record.agent, pattern.text)
+            if old is not None:
                 self._remove_entry(old)  # superseded: the new token is the live grant
             entry = ClaimEntry(
                 pattern=pattern,
@@ -282,7 +318,7 @@ class Registry:
                 expires_at=None if ttl is None else now + ttl,
             )
             self.claims.add(pattern, entry)
-            self.claims_by_agent.setdefault(record.agent, {})[id(entry)] = entry
+            self.claims_by_agent.setdefault(record.agent, {})[pattern.text] = entry
             if entry.expires_at is not None:
                 self.expiring[id(entry)] = entry
             if entry.access == "exclusive":
@@ -291,9 +327,8 @@ class Registry:
     def _released(self, record: Record, now: float) -> None:
         hold_for = record.data.get("hold_for", 0.0)
         for text in record.data["patterns"]:
-            for entry in self._entries_named(record.agent, Pattern.parse(text)):
-                if entry.token != record.token:
-                    continue
+            entry = self.entry_named(record.agent, text)
+            if entry is not None and entry.token == record.token:
                 self._remove_entry(entry)
                 if hold_for > 0:
                     hold = Hold(entry.pattern, record.agent, entry.token, now + hold_for)
@@ -302,7 +337,7 @@ class Registry:
     def _remove_entry(self, entry: ClaimEntry) -> None:
         self.claims.remove(entry.pattern, entry)
         mine = self.claims_by_agent[entry.agent]
-        del mine[id(entry)]
+        del mine[entry.pattern.text]
         self.expiring.pop(id(entry), None)
         if not mine:
             del self.claims_by_agent[entry.agent]
@@ -310,6 +345,39 @@ class Registry:
             self.exclusive_count[entry.agent] -= 1
             if self.exclusive_count[entry.agent] <= 0:
                 del self.exclusive_count[entry.agent]
+
+    def _job_started(self, record: Record, now: float) -> None:
+        self.job_counter += 1
+        if record.data.get("kind") == "verify" and record.agent is not None:
+            self.clock += 1
+            self.verify_marks[record.data["job"]] = (record.agent, self.clock)
+
+    def _verify_finished(self, record: Record, now: float) -> None:
+        started = self.verify_marks.pop(record.data["job"], None)
+        if started is None:
+            return
+        agent, mark = started
+        passed = record.data["passed"]
+        self.last_verify[agent] = VerifyOutcome(record.data["job"], mark, passed, list(record.data.get("failed", [])))
+        if passed:
+            self.failing_rounds.pop(agent, None)
+            self.blocked.pop(agent, None)
+        else:
+            self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
+
+    def _intent_decided(self, record: Record, now: float) -> None:
+        if record.data.get("verdict") in ("allow", "warn"):
+            self.clock += 1
+            self.last_write[record.agent] = self.clock
+
+    def _new_turn(self, record: Record, now: float) -> None:
+        self.failing_rounds.pop(record.agent, None)
+
+    def _blocked(self, record: Record, now: float) -> None:
+        if record.kind == "agent.blocked":
+            self.blocked[record.agent] = record.data.get("reason", "blocked by a rule")
+        else:
+            self.blocked.pop(record.agent, None)
 
     def _paused(self, record: Record, now: float) -> None:
         """The coordinator's loop stood still: nobody's lease ran while it did."""
@@ -355,7 +423,14 @@ _APPLY = {
     "claim.released": Registry._released,
     "claim.expired": Registry._released,
     "coordinator.paused": Registry._paused,
+    "job.started": Registry._job_started,
+    "verify.finished": Registry._verify_finished,
+    "intent.decided": Registry._intent_decided,
+    "turn.started": Registry._new_turn,
+    "agent.blocked": Registry._blocked,
+    "agent.unblocked": Registry._blocked,
 }
 # The kinds that change state: replay reads only these.  Others (claim.refused,
-# intent.decided, coordinator.stopped) are written for people and subscribers.
+# probe results, rule responses, coordinator.stopped) are written for people and
+# subscribers.
 STATE_KINDS = frozenset(_APPLY)

@@ -13,6 +13,7 @@ import msgspec
 from protocol.errors import PeerError
 
 MODES = ("parallel-strict", "parallel-warn", "serial")
+VERIFY_POLICIES = ("after-each-edit-batch", "before-final-answer", "off")
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +24,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     auto_claim: bool = True  # an allowed intent on an unclaimed path claims it
     oneshot_ttl: float = 900.0  # life of a session opened by a one-shot CLI call
     max_dead_agents: int = 200  # stale/gone agents kept for `status`
+    verify_policy: str = "before-final-answer"  # or "after-each-edit-batch", "off"
+    max_repair_loops: int = 3  # failing verify rounds per agent turn before it stops re-running
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -33,6 +36,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raise PeerError("bad_request", f"liveness must be at least 1, not {self.liveness}")
         if self.lock_delay < 0:
             raise PeerError("bad_request", f"lock_delay must be >= 0 seconds, not {self.lock_delay}")
+        if self.verify_policy not in VERIFY_POLICIES:
+            raise PeerError("bad_request", f"verify policy must be one of {', '.join(VERIFY_POLICIES)}, not {self.verify_policy!r}")
+        if self.max_repair_loops < 0:
+            raise PeerError("bad_request", f"max_repair_loops must be >= 0, not {self.max_repair_loops}")
         if not self.oneshot_ttl > 0:
             raise PeerError("bad_request", f"oneshot_ttl must be positive, not {self.oneshot_ttl}")
 

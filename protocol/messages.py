@@ -123,6 +123,53 @@ class Shutdown(Request, frozen=True, kw_only=True, tag="shutdown"):
     reason: str = "stop requested"
 
 
+class ProbeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One deterministic check to run (see probes/builtin.py for each kind's params)."""
+
+    kind: str
+    name: str = ""
+    params: dict[str, Any] = {}
+    timeout: float | None = None
+
+
+class Check(Request, frozen=True, kw_only=True, tag="check"):
+    """Run one probe in the requester's worktree (``cwd``); answered ``accepted``."""
+
+    probe: ProbeRequest
+    cwd: str = ""
+    session: str | None = None
+
+
+class Verify(Request, frozen=True, kw_only=True, tag="verify"):
+    """Run the project's verify suite (lockstep.toml, else auto-detected) in ``cwd``."""
+
+    cwd: str = ""
+    session: str | None = None
+    new_turn: bool = False  # the agent starts a new turn: its repair-loop count resets
+
+
+class Done(Request, frozen=True, kw_only=True, tag="done"):
+    """The agent declares its goal finished: passes only after a passing verify run
+    that started after its last write intent."""
+
+    session: str
+
+
+class JobQuery(Request, frozen=True, kw_only=True, tag="job"):
+    job: str
+
+
+class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):
+    plan: str  # the PLAN.toml text
+    source: str = ""  # its path, for messages
+    cwd: str = ""
+    session: str | None = None
+
+
+class PlanQuery(Request, frozen=True, kw_only=True, tag="plan_status"):
+    plan: str | None = None  # a plan id; None for every plan
+
+
 # ---------------------------------------------------------------------------- replies
 
 
@@ -220,6 +267,40 @@ class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     statistics: dict[str, Any] = {}
 
 
+class Accepted(Reply, frozen=True, kw_only=True, tag="accepted"):
+    """A job (check, verify run, plan) started; follow it on PUB or with ``job``."""
+
+    job: str
+    kind: str
+    checks: list[str] = []
+
+
+class Gate(Reply, frozen=True, kw_only=True, tag="gate"):
+    """A gate decision on a check, verify run, ``done`` or plan."""
+
+    subject: str  # "check" | "verify" | "done" | "plan"
+    verdict: Literal["pass", "fail", "escalate", "block", "allow"]
+    reason: str
+    job: str = ""
+    agent: str | None = None
+    results: list[dict[str, Any]] = []
+    responses: list[dict[str, Any]] = []
+
+
+class JobReply(Reply, frozen=True, kw_only=True, tag="job_reply"):
+    job: str
+    kind: str
+    state: Literal["running", "finished"]
+    done: int = 0
+    total: int = 0
+    results: list[dict[str, Any]] = []
+    gate: Gate | None = None
+
+
+class PlanReply(Reply, frozen=True, kw_only=True, tag="plan_reply"):
+    plans: list[dict[str, Any]] = []
+
+
 class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
     message: str = ""
 
@@ -244,7 +325,11 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
     data: dict[str, Any] = {}
 
 
-ClientMessage = Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown
+ClientMessage = (
+    Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown
+    | Check | Verify | Done | JobQuery | PlanRun | PlanQuery
+)
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
+    | Accepted | Gate | JobReply | PlanReply
 )

@@ -446,10 +446,12 @@ def overlaps(a: Pattern, b: Pattern) -> bool:
     if b.is_literal and not a.is_literal:
         a, b = b, a
     if a.is_literal:
-        return _path_matches(b._compiled, a.segments)
+        if b.is_literal:
+            return False  # two different canonical paths
+        return _path_matches(b._tokens(), a.segments)
     if a._size * b._size > EXACT_WORK_LIMIT:
         return True  # exactness would be costly; a false conflict is the safe error
-    return _product_reachable(a._compiled, b._compiled, shared, _segments_intersect)
+    return _product_reachable(a._tokens(), b._tokens(), shared, _segments_intersect)
 
 
 # --------------------------------------------------------------------------- Pattern
@@ -479,9 +481,6 @@ class Pattern:
 
     def __init__(self, text: str) -> None:
         segments, is_folder = _split_checked(text)
-        compiled = tuple(_compile_segment(segment, text) for segment in segments)
-        if is_folder:
-            compiled += (GLOBSTAR,)  # 'x/' is exactly 'x/**'
         anchor_length = 0
         while anchor_length < len(segments) and _WILDCARD_CHARS.isdisjoint(segments[anchor_length]):
             anchor_length += 1
@@ -491,13 +490,30 @@ class Pattern:
         setter(self, "anchor", segments[:anchor_length])
         setter(self, "is_folder", is_folder)
         setter(self, "is_literal", anchor_length == len(segments) and not is_folder)
-        setter(self, "_compiled", compiled)
-        setter(self, "_size", sum(1 if segment is GLOBSTAR else len(segment) + 1 for segment in compiled))
+        if self.is_literal:
+            # Compiled on first use: most live claims are literal paths, compared by
+            # text, and per-character token tuples for each would only feed the GC.
+            setter(self, "_compiled", None)
+            setter(self, "_size", sum(len(segment) + 1 for segment in segments))
+        else:
+            compiled = self._compile(text)
+            setter(self, "_compiled", compiled)
+            setter(self, "_size", sum(1 if segment is GLOBSTAR else len(segment) + 1 for segment in compiled))
+
+    def _compile(self, text: str) -> tuple:
+        compiled = tuple(_compile_segment(segment, text) for segment in self.segments)
+        return compiled + (GLOBSTAR,) if self.is_folder else compiled  # 'x/' is exactly 'x/**'
+
+    def _tokens(self) -> tuple:
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", self._compile(self.text))
+        return self._compiled
 
     @classmethod
     def parse(cls, text: str) -> Pattern:
-        """Validate ``text`` (see ``canonical``) and build its pattern."""
-        return cls(text)
+        """Validate ``text`` (see ``canonical``) and build its pattern (memoised:
+        patterns are immutable, and the same texts come back again and again)."""
+        return _parse(text)
 
     def matches(self, path: str) -> bool:
         """Whether the concrete repo-relative path matches.
@@ -508,7 +524,9 @@ class Pattern:
         len(pattern) x len(path) steps, both capped at ``MAX_PATTERN_CHARS``.
         """
         names, _ = _split_checked(path)
-        return _path_matches(self._compiled, names)
+        if self.is_literal:
+            return names == self.segments
+        return _path_matches(self._tokens(), names)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Pattern is immutable; cannot set {name!r}")
@@ -532,6 +550,11 @@ class Pattern:
 
     def __reduce__(self) -> tuple:
         return (Pattern, (self.text,))
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse(text: str) -> Pattern:
+    return Pattern(text)
 
 
 # --------------------------------------------------------------------------- index
