@@ -29,7 +29,9 @@ from protocol import messages as m
 from protocol.errors import LockstepError, PeerError
 
 from . import discovery
-from .settings import MODES, load_settings, parse_duration
+from probes.config import parse_duration
+
+from .settings import MODES, load_settings
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 # Error codes that mean "your input is wrong" (exit 2); every other error code exits 1.
@@ -97,6 +99,14 @@ agent_option = click.option(
     envvar="LOCKSTEP_AGENT",
     help="Act as this agent (default: LOCKSTEP_AGENT). A new name opens a session.",
 )
+
+
+def _seconds(text: str, flag: str) -> float:
+    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m."""
+    try:
+        return float(text)
+    except ValueError:
+        return parse_duration(text, where=flag)
 
 
 def _need_agent(agent: str | None) -> str:
@@ -178,11 +188,11 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
     settings = load_settings(
         place.worktree,
         mode=mode,
-        heartbeat=None if heartbeat is None else parse_duration(heartbeat, "--heartbeat"),
+        heartbeat=None if heartbeat is None else _seconds(heartbeat, "--heartbeat"),
         liveness=liveness,
-        lock_delay=None if lock_delay is None else parse_duration(lock_delay, "--lock-delay"),
+        lock_delay=None if lock_delay is None else _seconds(lock_delay, "--lock-delay"),
         auto_claim=False if no_auto_claim else None,
-        oneshot_ttl=None if oneshot_ttl is None else parse_duration(oneshot_ttl, "--oneshot-ttl"),
+        oneshot_ttl=None if oneshot_ttl is None else _seconds(oneshot_ttl, "--oneshot-ttl"),
     )
     state_dir = discovery.ensure_state_dir(place)
     rpc, pub = discovery.default_endpoints(state_dir)
@@ -300,8 +310,8 @@ def claim(paths, shared, ttl, wait, agent, pid, endpoint, as_json):
     granted (warnings included), 1 when refused (the holders are named).
     """
     patterns = _paths(paths)
-    ttl_s = None if ttl is None else parse_duration(ttl, "--ttl")
-    wait_s = 0.0 if wait is None else parse_duration(wait, "--wait")
+    ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
+    wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
 
     async def body(session):
         deadline = trio.current_time() + wait_s
@@ -538,5 +548,10 @@ def demo(keep):
     sys.exit(run_demo(keep=keep))
 
 
-if __name__ == "__main__":
-    main()
+# check, verify, done and plan live in their own module; importing it registers them.
+from . import cli_checks  # noqa: E402,F401
+
+if __name__ == "__main__":  # python -m coordinator.cli: run the registered module's group
+    from coordinator.cli import main as registered_main
+
+    registered_main()

@@ -642,11 +642,11 @@ class Core:
     def job_finished(self, job: str, kind: str, gate: m.Gate, now: float) -> list[Effect]:
         self._advance(now)
         data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
-        if kind == "verify":
+        if kind == "verify":  # the done gate and the repair loop read this one
             failed = [r.get("name", "?") for r in gate.results if r.get("verdict") != "pass"]
             self._record("verify.finished", agent=gate.agent, data={**data, "passed": gate.verdict == "pass", "failed": failed})
         else:
-            self._record(f"{kind}.finished", agent=gate.agent, data=data)
+            self._record("job.finished", agent=gate.agent, data=data)
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
         return self._flush()
 

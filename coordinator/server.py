@@ -35,12 +35,14 @@ from ledger import Ledger
 from ledger import Record as LedgerRecord
 from protocol.codec import decode_request, encode
 from protocol.errors import PeerError
-from protocol.messages import HARD_FRAME_LIMIT
+from probes.pool import open_probe_pool
+from protocol.messages import HARD_FRAME_LIMIT, JobQuery
 from protocol.trio_zmq import TrioSocket
 
 from .core import Core
 from .discovery import LEDGER_FILE, Place, remove_state, write_state
-from .effects import Publish, Record, Send, StopServing, UnwatchPid, WatchPid
+from .effects import Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
+from .jobs import JobRunner
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
 from .settings import Settings
@@ -54,8 +56,11 @@ _sniff_req = msgspec.msgpack.Decoder(dict[str, object])
 
 
 class Server:
-    def __init__(self, place: Place, settings: Settings, endpoint: str, pub_endpoint: str) -> None:
+    def __init__(
+        self, place: Place, settings: Settings, endpoint: str, pub_endpoint: str, probe_limit: int | None = None
+    ) -> None:
         self.place = place
+        self.probe_limit = probe_limit  # concurrent probes (default: CPU count)
         self.settings = settings
         self.endpoint = endpoint
         self.pub_endpoint = pub_endpoint
@@ -87,8 +92,10 @@ class Server:
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
             snapshot, history = await trio.to_thread.run_sync(self._load_history)
-            async with trio.open_nursery() as nursery:
+            async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
+                self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree)
                 async with self._turn:
                     now = trio.current_time()
                     await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))
@@ -106,6 +113,12 @@ class Server:
                     self.endpoint, self.pub_endpoint,
                     sum(1 for a in self.core.registry.agents.values() if a.live), len(self.core.registry.claims),
                 )
+                await self._jobs.build_hashes_from(self.ledger)
+                resumed = await self._jobs.resume_plans(nursery, self.ledger)
+                if resumed:
+                    log.info("resumed %d unfinished plan(s) from the ledger", resumed)
+                for probe in self._jobs.config.scheduled_probes():
+                    nursery.start_soon(self._jobs.run_scheduled, probe)
                 nursery.start_soon(self._serve_requests)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
@@ -194,6 +207,9 @@ class Server:
                     except PeerError as exc:
                         effects += core.reject(peer, exc, _req_of(frames[1]))
                         continue
+                    if isinstance(message, JobQuery):  # read-only: the job runner knows
+                        effects += self._jobs.answer(peer, message)
+                        continue
                     effects += core.receive(peer, message, now)
                 await self._execute(effects)
 
@@ -219,8 +235,12 @@ class Server:
                 return
 
     async def _on_process_exit(self, session: str, detail: str) -> None:
+        await self.apply(lambda now: self.core.process_exited(session, now, detail))
+
+    async def apply(self, call) -> None:
+        """Run ``call(now)`` on the core and carry out its effects, in the turn."""
         async with self._turn:
-            await self._execute(self.core.process_exited(session, trio.current_time(), detail))
+            await self._execute(call(trio.current_time()))
 
     # ------------------------------------------------------------------ effects
 
@@ -242,6 +262,9 @@ class Server:
                     self._router.send_multipart_nowait([peer, encode(message)])
                 case Publish(kind=kind, message=message):
                     self._pub.send_multipart_nowait([kind.encode(), encode(message)])
+                    self._jobs.observe(message)
+                case StartJob():
+                    self._jobs.start(self._nursery, effect)
                 case WatchPid(session=session, pid=pid, pid_started=started):
                     self._pids.watch(session, pid, started)
                 case UnwatchPid(session=session):

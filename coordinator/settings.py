@@ -1,11 +1,11 @@
 """The coordinator's tunables, their defaults, and where they come from.
 
-Precedence: ``serve`` flags > ``[coordinator]`` in ``lockstep.toml`` > defaults.
+Precedence: ``serve`` flags > ``[coordinator]`` / ``[verify]`` in ``lockstep.toml`` >
+defaults.  The file is read when ``serve`` starts; ``[checks]`` are read at each run.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import msgspec
@@ -49,46 +49,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self.heartbeat * self.liveness
 
 
-def parse_duration(value: object, key: str) -> float:
-    """``30s``, ``5m``, ``1h``, ``250ms`` or a number of seconds."""
-    if isinstance(value, bool):
-        raise PeerError("bad_request", f"{key}: expected a duration such as 30s, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-            if text.endswith(suffix):
-                try:
-                    return float(text[: -len(suffix)]) * factor
-                except ValueError:
-                    break
-        try:
-            return float(text)
-        except ValueError:
-            pass
-    raise PeerError("bad_request", f"{key}: expected a duration such as 30s, 5m or 1h, got {value!r}")
-
-
 def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
-    """Settings from ``lockstep.toml``'s ``[coordinator]`` table, then ``overrides``
-    (flags given on the command line; ``None`` means "not given")."""
-    values: dict[str, object] = {}
-    if repo_root is not None:
-        path = repo_root / "lockstep.toml"
-        if path.is_file():
-            try:
-                table = tomllib.loads(path.read_text()).get("coordinator", {})
-            except tomllib.TOMLDecodeError as exc:
-                raise PeerError("bad_request", f"{path}: {exc}") from None
-            known = set(Settings.__struct_fields__)
-            for key, value in table.items():
-                name = key.replace("-", "_")
-                if name not in known:
-                    raise PeerError("bad_request", f"{path}: unknown key [coordinator].{key}")
-                if name in ("heartbeat", "lock_delay", "oneshot_ttl"):
-                    value = parse_duration(value, f"{path}: [coordinator].{key}")
-                values[name] = value
+    """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``, validated
+    by probes.config), then ``overrides`` (flags; ``None`` means "not given")."""
+    from probes.config import Config, load_config
+
+    config = load_config(repo_root) if repo_root is not None else Config()
+    values: dict[str, object] = {
+        **msgspec.structs.asdict(config.coordinator),
+        "verify_policy": config.verify.policy,
+        "max_repair_loops": config.verify.max_repair_loops,
+    }
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return msgspec.convert(values, Settings)

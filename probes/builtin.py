@@ -147,6 +147,9 @@ class ProcessesParams(_Params):
     count: int = 1
     names: list[str] | None = None
     exact: bool = False
+    # Pids never counted: the requester's own (`lockstep check processes --match X`
+    # has X in its command line).
+    exclude_pids: list[int] = []
 
 
 class HandoffParams(_Params):
@@ -601,10 +604,13 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
             start_new_session=True,
         )
     except OSError as exc:
+        if spec.cwd is not None and not os.path.isdir(spec.cwd):
+            why = f"its working directory {spec.cwd} does not exist"
+        else:
+            why = f"could not start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}"
         return make_result(
             spec, target, finding=COMMAND_FAILED, duration=time.perf_counter() - started,
-            reason=f"could not start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}.",
-            output=f"lockstep: command failed to start: {exc}",
+            reason=f"{why}.", output=f"lockstep: command failed to start: {exc}",
         )
     stdout, stderr = _Capture(), _Capture()
     timed_out = False
@@ -804,7 +810,7 @@ def probe_processes(spec: ProbeSpec, params: ProcessesParams) -> ProbeResult:
     matched: list[tuple[int, str, str]] = []  # pid, name, command line
     for process in psutil.process_iter(["pid", "name", "cmdline", "status"]):
         info = process.info
-        if info["pid"] == myself or info["status"] == psutil.STATUS_ZOMBIE:
+        if info["pid"] == myself or info["pid"] in params.exclude_pids or info["status"] == psutil.STATUS_ZOMBIE:
             continue
         name = info["name"] or ""
         command_line = " ".join(info["cmdline"] or ())
@@ -843,18 +849,9 @@ def probe_processes(spec: ProbeSpec, params: ProcessesParams) -> ProbeResult:
 # -- handoff ------------------------------------------------------------------------
 
 
-def _score_to_dict(score: Any) -> dict[str, Any]:
-    if isinstance(score, msgspec.Struct):
-        return msgspec.to_builtins(score)
-    if hasattr(score, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(score)
-    return dict(vars(score))
-
-
 def probe_handoff(spec: ProbeSpec, params: HandoffParams) -> ProbeResult:
-    # Imported here: probes.handoff is written separately and imports its own world.
+    # Imported here: probes.handoff is its own module with its own rubric, and only
+    # this kind needs it.
     from probes.handoff import score_handoff
 
     path = resolve(spec, params.path)
@@ -862,28 +859,22 @@ def probe_handoff(spec: ProbeSpec, params: HandoffParams) -> ProbeResult:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return make_result(
-            spec, str(path), finding=HANDOFF_INCOMPLETE, details={"missing": [str(path)]},
+            spec, str(path), finding=HANDOFF_INCOMPLETE,
+            details={"score": 0, "threshold": params.threshold, "missing": [f"no handoff note at {path}"]},
             reason=f"no readable handoff note at {path} ({exc.strerror or exc}); write it before handing off.",
         )
     repo_root = params.repo_root or spec.cwd or os.getcwd()
     score = score_handoff(text, repo_root, params.threshold)
-    details = _score_to_dict(score)
-    passed = getattr(score, "passed", None)
-    value = next(
-        (getattr(score, field) for field in ("score", "total") if _is_number(getattr(score, field, None))),
-        None,
-    )
-    if passed is None:
-        if value is None:
-            raise TypeError("HandoffScore has neither 'passed' nor a numeric 'score'/'total'")
-        passed = value >= params.threshold
-    if passed:
-        return make_result(spec, str(path), details=details, reason=f"handoff note scores {value} (threshold {params.threshold}).")
-    missing = list(getattr(score, "missing", None) or [])
-    listed = f"; missing: {', '.join(map(str, missing[:5]))}" if missing else ""
+    details = msgspec.to_builtins(score)  # score, threshold, passed, breakdown, missing...
+    if score.passed:
+        return make_result(
+            spec, str(path), details=details,
+            reason=f"the handoff note scores {score.score} (threshold {params.threshold}).",
+        )
+    listed = f"; first gap: {score.missing[0]}" if score.missing else ""
     return make_result(
         spec, str(path), finding=HANDOFF_INCOMPLETE, details=details,
-        reason=f"handoff note scores {value}, below the threshold {params.threshold}{listed}.",
+        reason=f"the handoff note scores {score.score}, below the threshold {params.threshold}{listed}.",
     )
 
 

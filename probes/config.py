@@ -31,23 +31,26 @@ no process and reads no clock.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import math
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 
+from probes.model import DEFAULT_TIMEOUT, FINDINGS, KINDS, ProbeSpec
 from protocol.errors import PeerError
 
 CONFIG_FILENAME = "lockstep.toml"
 
 MODES = ("parallel-strict", "parallel-warn", "serial")
 VERIFY_POLICIES = ("after-each-edit-batch", "before-final-answer", "off")
-PROBE_KINDS = ("write", "build", "command", "http", "processes", "handoff")
+PROBE_KINDS = KINDS  # write, build, command, http, processes, handoff (probes.model)
 RESPONSE_ACTIONS = (
     "retry",
     "rollback",
@@ -58,8 +61,14 @@ RESPONSE_ACTIONS = (
     "queue_task",
 )
 
+# Finding phrases reported by other parts than the builtin probes (which report
+# probes.model.FINDINGS): the deploy verifier and the evaluation of a goal.
+DEPLOY_HASH_MISMATCH = "deploy hash mismatch"
+EVALUATION_FAILED = "evaluation failed"
+KNOWN_FINDINGS: tuple[str, ...] = (*FINDINGS, DEPLOY_HASH_MISMATCH, EVALUATION_FAILED)
+
 DEFAULT_CHECK_TIMEOUT = 600.0  # 10m: a whole test suite may be slow; a hung one is not
-DEFAULT_PROBE_TIMEOUT = 30.0  # probes are single observations, not suites
+DEFAULT_PROBE_TIMEOUT = DEFAULT_TIMEOUT  # probes.model's default for one probe
 DEFAULT_RETRY_MAX = 3
 
 # Names of checks and probes appear in ledger rows, CLI output and rule filters: keep
@@ -134,6 +143,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     liveness: int = 3  # missed heartbeats before an agent is stale
     lock_delay: float = 10.0  # seconds a possibly-alive stale holder's paths stay held
     auto_claim: bool = True  # an allowed write intent on an unclaimed path claims it
+    oneshot_ttl: float = 900.0  # life of a session opened by a one-shot CLI call
 
 
 class VerifyConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,6 +162,18 @@ class Check(msgspec.Struct, frozen=True, kw_only=True):
     autofix: bool = False  # it changes files: run after the read-only checks, serially
     cwd: str | None = None  # repo-relative; None is the repository root
 
+    def to_spec(self, root: str | Path) -> ProbeSpec:
+        """The ``command`` probe that runs this check in worktree ``root`` (absolute)."""
+        where = Path(root) if self.cwd is None else Path(root, self.cwd)
+        return ProbeSpec(
+            name=self.name,
+            kind="command",
+            params={"shell": self.cmd},
+            timeout=self.timeout,
+            autofix=self.autofix,
+            cwd=str(where),
+        )
+
 
 class Probe(msgspec.Struct, frozen=True, kw_only=True):
     """A probe spec: ``kind`` names the builtin check, ``params`` its validated inputs."""
@@ -161,6 +183,19 @@ class Probe(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     every: float | None = None  # seconds between scheduled runs; None: on demand only
     timeout: float = DEFAULT_PROBE_TIMEOUT
+
+    def to_spec(self, cwd: str | None = None, **runtime_params: Any) -> ProbeSpec:
+        """The ``probes.model.ProbeSpec`` to run, in worktree ``cwd`` (absolute).
+
+        ``runtime_params`` adds what only the caller knows (a write's ``sha256`` from the
+        agent's claim, a build's ``previous_hash`` from the ledger).  ``cmd`` is
+        lockstep.toml's spelling of the command kind's ``shell``.
+        """
+        params = dict(self.params)
+        if "cmd" in params:
+            params["shell"] = params.pop("cmd")
+        params.update(runtime_params)
+        return ProbeSpec(name=self.name, kind=self.kind, params=params, timeout=self.timeout, cwd=cwd)
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
@@ -205,27 +240,36 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(probe for probe in self.probes if probe.every is not None)
 
 
-# Parameters each probe kind accepts: name -> (type, required).  "regex" is a string that
-# must compile; "scalar" is any of str/int/float/bool (compared with ==).
+# Parameters each probe kind accepts in lockstep.toml: name -> (type, required).  They are
+# probes.builtin's params (its docstring says what each does) minus the ones only the
+# caller knows at run time (write.sha256 may be given or come from the agent's claim;
+# build.previous_hash and handoff.repo_root come from the ledger and the worktree), and
+# with the command kind's ``shell`` spelled ``cmd`` as in [checks.NAME].  Checked again
+# at load time here so that the error names the file and the key.
 PROBE_PARAMS: dict[str, dict[str, tuple[str, bool]]] = {
-    "write": {"path": ("relpath", True), "sha256": ("str", False), "contains": ("str", False)},
-    "build": {"dir": ("relpath", True), "match": ("str", False), "count": ("count", False)},
+    "write": {"path": ("relpath", True), "sha256": ("sha256", False)},
+    "build": {"dir": ("relpath", True), "pattern": ("glob", False)},
     "command": {
-        "cmd": ("str", True),
-        "status": ("int", False),
-        "contains": ("str", False),
-        "match": ("regex", False),
-        "cwd": ("relpath", False),
+        "cmd": ("str", False),  # exactly one of cmd / argv
+        "argv": ("argv", False),
+        "expect_exit": ("int", False),
+        "creates": ("relpath", False),
+        "env": ("env", False),
     },
     "http": {
-        "url": ("url", True),
-        "status": ("int", False),
+        "url": ("loopback_url", True),
+        "status": ("http_status", False),
         "contains": ("str", False),
         "json_path": ("str", False),
-        "equals": ("scalar", False),
-        "match": ("regex", False),
+        "equals": ("any", False),
+        "at_least": ("number", False),
     },
-    "processes": {"match": ("regex", True), "count": ("int", False)},
+    "processes": {
+        "match": ("regex", True),
+        "count": ("natural", False),
+        "names": ("regex_list", False),
+        "exact": ("bool", False),
+    },
     "handoff": {"path": ("relpath", True), "threshold": ("percent", False)},
 }
 
@@ -430,6 +474,7 @@ def _parse_coordinator(data: object, source: str) -> CoordinatorConfig:
         liveness=table.integer("liveness", default.liveness, minimum=1),
         lock_delay=table.duration("lock_delay", default.lock_delay, positive=False),
         auto_claim=table.boolean("auto_claim", default.auto_claim),
+        oneshot_ttl=table.duration("oneshot_ttl", default.oneshot_ttl),
     )
     table.finish()
     return result
@@ -510,8 +555,8 @@ def parse_probe_table(
         value = _probe_param(table, param, kind_of_value, required)
         if value is not None:
             params[param] = value
-    if "equals" in params and "json_path" not in params:
-        raise ConfigError(f"{where} key 'equals': needs 'json_path' (the value to compare)")
+    if kind == "command" and ("cmd" in params) == ("argv" in params):
+        raise ConfigError(f"{where}: a command probe needs exactly one of 'cmd' (a string) or 'argv' (a list)")
     table.finish(hint=f" (kind {kind!r} takes: {', '.join(PROBE_PARAMS[kind])})")
     return Probe(name=name, kind=kind, params=params, every=every, timeout=timeout)
 
@@ -522,31 +567,83 @@ def _probe_param(table: _Table, key: str, kind_of_value: str, required: bool) ->
         return table.string(key, default)
     if kind_of_value == "relpath":
         return table.relpath(key, default)
+    if kind_of_value == "bool":
+        return table.boolean(key, default)
     if kind_of_value == "int":
         return table.integer(key, default)
-    if kind_of_value == "count":
-        return table.integer(key, default, minimum=1)
+    if kind_of_value == "natural":
+        return table.integer(key, default, minimum=0)
     if kind_of_value == "percent":
         return table.integer(key, default, minimum=0, maximum=100)
+    if kind_of_value == "http_status":
+        return table.integer(key, default, minimum=100, maximum=599)
+    if key not in table.data:
+        return table._get(key, default)
+    value = table._get(key, default)
+    if kind_of_value == "any":
+        return value
+    if kind_of_value == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise table._fail(key, f"expected a number, got {_describe(value)}")
+        return value
+    if kind_of_value == "sha256":
+        if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+            raise table._fail(key, f"expected 64 hex digits, got {_describe(value)}")
+        return value
+    if kind_of_value == "glob":
+        value = table.string(key, default)
+        if value.startswith("/"):
+            raise table._fail(key, f"{value!r} must be a relative glob such as '*.whl'")
+        return value
     if kind_of_value == "regex":
         value = table.string(key, default)
-        if isinstance(value, str):
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise table._fail(key, f"{value!r} is not a valid regular expression ({exc})")
+        _check_regex(table, key, value)
         return value
-    if kind_of_value == "url":
+    if kind_of_value in ("argv", "regex_list"):
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise table._fail(key, f"expected a non-empty array of strings, got {_describe(value)}")
+        if kind_of_value == "regex_list":
+            for pattern in value:
+                _check_regex(table, key, pattern)
+        return value
+    if kind_of_value == "env":
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise table._fail(key, f"expected a table of strings (NAME = \"value\"), got {_describe(value)}")
+        return dict(value)
+    if kind_of_value == "loopback_url":
         value = table.string(key, default)
-        if isinstance(value, str) and not re.match(r"https?://[^/\s]+", value):
-            raise table._fail(key, f"{value!r} is not an http:// or https:// URL")
-        return value
-    if kind_of_value == "scalar":
-        value = table._get(key, default)
-        if value is not None and not isinstance(value, (str, int, float, bool)):
-            raise table._fail(key, f"expected a string, number or boolean, got {_describe(value)}")
+        problem = _loopback_url_problem(value)
+        if problem:
+            raise table._fail(key, problem)
         return value
     raise AssertionError(f"unknown parameter type {kind_of_value!r}")  # a bug in PROBE_PARAMS
+
+
+def _check_regex(table: _Table, key: str, pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise table._fail(key, f"{pattern!r} is not a valid regular expression ({exc})") from None
+
+
+def _loopback_url_problem(url: str) -> str | None:
+    """Why ``url`` may not be probed (http probes reach loopback only), or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as exc:
+        return f"{url!r} is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http:// or https:// URL with a host"
+    host = parts.hostname
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return f"{url!r} is not on localhost or a loopback address (http probes stay local)"
 
 
 def _parse_rules(data: object, source: str, known_probe_names: set[str]) -> tuple[Rule, ...]:
@@ -562,6 +659,7 @@ def parse_rule_table(data: object, where: str, known_probe_names: set[str] | Non
     """One ``[[rule]]``; ``known_probe_names`` (if given) bounds the ``probe`` filter."""
     table = _Table(data, where)
     finding = table.string("finding")
+    _check_finding_phrase(finding, f"{where} key 'finding'")
     response = table.string("response", choices=RESPONSE_ACTIONS)
     probe = table.string("probe", None)
     if probe is not None and known_probe_names is not None and probe not in known_probe_names:
@@ -597,6 +695,21 @@ def parse_rule_table(data: object, where: str, known_probe_names: set[str] | Non
         origin=where,
         **params,
     )
+
+
+def _check_finding_phrase(phrase: str, where: str) -> None:
+    """Refuse a phrase that is almost, but not exactly, a known finding: rules compare
+    phrases exactly, so "enpoint failing" would never match.  Phrases far from every
+    known one are custom findings and pass."""
+    normalized = re.sub(r"\s+", " ", phrase.strip().lower())
+    if normalized == "*" or normalized in KNOWN_FINDINGS:
+        return
+    close = difflib.get_close_matches(normalized, KNOWN_FINDINGS, n=1, cutoff=0.8)
+    if close:
+        raise ConfigError(
+            f"{where}: {phrase!r} is not a known finding; did you mean {close[0]!r}? "
+            f"(known findings: {', '.join(KNOWN_FINDINGS)})"
+        )
 
 
 # --------------------------------------------------------------------------- detection

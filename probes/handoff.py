@@ -378,11 +378,8 @@ def _path_tokens(text: str) -> list[str]:
 
 
 def _clean(token: str) -> str:
-    # Sentence punctuation and markdown emphasis cling to paths in prose.
-    token = token.strip("_-")
-    while token.endswith(".") and not token.endswith("/."):
-        token = token[:-1]
-    return token
+    # Sentence punctuation clings to paths in prose.  ('_' stays: __init__.py.)
+    return token.strip("-").rstrip(".")
 
 
 def _has_known_extension(token: str) -> bool:

@@ -19,7 +19,7 @@ The rule (``errors_first``), deterministic and line-based:
    assertion); context never reaches across a ``SEPARATOR`` line.
 3. Output: the selected lines in their original order, then ``SEPARATOR``, then the
    other lines in their original order.  No failure-looking line: the text is
-   returned as it was.  Nothing selected is left out (no separator then).
+   returned as it was.  Every line selected: no rest, so no separator.
 4. Over ``limit`` characters: keep the head (which is the head of the error part),
    cut at the last line break in the final fifth of the budget if there is one (else
    exactly at ``limit``) and append ``truncation_marker(n)``, which says how many

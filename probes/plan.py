@@ -425,6 +425,7 @@ class PlanMachine:
     """Drives one plan.  ``next_action`` and ``apply`` are the whole interface."""
 
     def __init__(self, plan: Plan) -> None:
+        _check_plan(plan)
         self.plan = plan
         self._state = PlanState(
             state=PLAN_RUNNING, current=0, steps=tuple(StepStatus(step.id) for step in plan.steps)
@@ -460,16 +461,15 @@ class PlanMachine:
         if status.state in (RUNNING, RETRYING):
             if step.run is not None:
                 return RunCommand(step=step.id, cmd=step.run, attempt=status.attempt)
-            assert step.agent is not None and step.expect is not None  # parse guarantees
             return WaitForAgent(
-                step=step.id, agent=step.agent, expect=step.expect, attempt=status.attempt
+                step=step.id, agent=step.agent or "", expect=step.expect or "",
+                attempt=status.attempt,
             )
         if status.state == CHECKING_POST:
             return RunPostProbes(step=step.id, probes=step.post)
         if status.state == ROLLING_BACK:
             target = self.plan.steps[state.current - 1]
-            assert target.rollback is not None  # parse guarantees
-            return RunRollback(step=step.id, rollback_of=target.id, cmd=target.rollback)
+            return RunRollback(step=step.id, rollback_of=target.id, cmd=target.rollback or "")
         raise LocalError(f"step {step.id!r} is current in terminal state {status.state!r}")
 
     def apply(self, event: Event) -> list[TransitionRecord]:
@@ -507,6 +507,31 @@ class PlanMachine:
                 )
             position += len(given)
         return machine
+
+
+def _check_plan(plan: Plan) -> None:
+    """What ``Plan.parse`` guarantees, checked again for plans built in code (a bug there
+    would otherwise surface as a wrong rollback target, far from its cause)."""
+    if not plan.steps:
+        raise LocalError(f"plan {plan.name!r} has no steps")
+    seen: set[str] = set()
+    for index, step in enumerate(plan.steps):
+        problem = None
+        if step.id in seen:
+            problem = "its id is used twice"
+        elif (step.run is None) == (step.expect is None):
+            problem = "it needs exactly one of run / expect"
+        elif step.expect is not None and step.agent is None:
+            problem = "expect needs an agent"
+        elif step.on_pre_fail not in ON_PRE_FAIL or step.on_post_fail not in ON_POST_FAIL:
+            problem = "on_pre_fail / on_post_fail out of range"
+        elif step.retries < 0:
+            problem = "retries is negative"
+        elif step.on_post_fail == "rollback" and (index == 0 or plan.steps[index - 1].rollback is None):
+            problem = "on_post_fail = rollback needs a previous step with a rollback command"
+        if problem:
+            raise LocalError(f"plan {plan.name!r} step {step.id!r}: {problem}")
+        seen.add(step.id)
 
 
 def _transition(

@@ -14,13 +14,24 @@ in a process of its own, under its spec's timeout, and ends as a ``ProbeResult``
   that probe fails with ``probe crashed`` and trio-parallel spawns a fresh worker for
   the next call, because a dead worker never goes back to its cache.
 
-Why trio-parallel workers and not a fresh ``python -m probes.worker`` per probe
-(measured with ``bench/bench_probes.py`` on this 2-core machine, a ``write`` probe
-of a small file): warm pool dispatch median 0.37 ms, p99 0.69 ms; fresh process per
-probe median 129 ms, p99 136 ms: about 350x.  A worker's first call (spawn) costs
-about 120-170 ms, paid once per worker (``warm_up`` pays it up front); replacing a
-crashed worker costs the same once.  The forkserver start method measured no better
-(first call 90-120 ms, replacement ~90 ms) so the default ``spawn`` is used.
+Why trio-parallel workers and not a fresh ``python -m probes.worker`` per probe.
+Measured by ``bench/bench_probes.py`` on this 2-core machine (shared, so runs vary by
+~30%), one ``write`` probe of a 1 KiB file at a time:
+
+    warm pool dispatch             median   0.22 ms   p99   0.35 ms
+    fresh python -m probes.worker  median 156.7  ms   p99 187.9  ms   (719x slower)
+    first call of a new worker     182 ms (spawn + imports), once per worker
+    command probe of `true`        median   1.1  ms   (bare trio.run_process: 0.9 ms)
+
+So a fresh interpreter per probe adds ~150 ms to every check, hundreds of times what
+most checks cost (hashing a file takes well under a millisecond), while the pool pays
+the spawn once per worker (``warm_up`` pays it up
+front) and once more for each crashed worker it replaces.  A hand-made pool of
+long-lived ``probes.worker`` processes would just re-implement trio-parallel.  The
+forkserver start method measured a little faster to start a worker (90-120 ms against
+120-170 ms for spawn, in a separate one-off run) but adds a shared server process for a
+one-off saving, so workers use the default ``spawn``.  Consequence of spawn: a program
+using the pool must guard its entry point with ``if __name__ == "__main__":``.
 
 Scheduling.  One ``trio.CapacityLimiter`` of ``limit`` slots (default
 ``os.cpu_count()``) bounds every probe of the pool, from ``run`` and ``run_suite``
@@ -30,7 +41,8 @@ queued fixer holds no slot): never two at once.  ``run_suite`` runs its read-onl
 probes concurrently, then its autofix probes one at a time, and returns results in
 spec order.  With ``limit`` slots, a suite's wall time is close to its slowest check
 when it has at most ``limit`` checks (bench: 4 sleeps of 0.3/0.5/0.8/1.0 s with
-limit 4 took 1.06 s, 1.06x the slowest, 0.41x their sum).
+limit 4 took 1.05 s: 1.05x the slowest nominal sleep, 0.37x the sum of the checks;
+with the default 2 slots on 2 CPUs it took 1.38 s).
 """
 
 from __future__ import annotations

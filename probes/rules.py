@@ -41,7 +41,15 @@ from typing import Any
 
 import msgspec
 
-from probes.config import DEFAULT_RETRY_MAX, RESPONSE_ACTIONS, Config, Rule
+from probes.config import (
+    DEFAULT_RETRY_MAX,
+    DEPLOY_HASH_MISMATCH,
+    EVALUATION_FAILED,
+    RESPONSE_ACTIONS,
+    Config,
+    Rule,
+)
+from probes.model import BUILD_PRODUCED_NOTHING, ENDPOINT_FAILING, WRITE_LOST, ProbeResult
 from protocol.errors import LocalError
 
 ANY_FINDING = "*"
@@ -59,6 +67,13 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
     probe: str
     agent: str | None = None
     details: str = ""
+
+    @classmethod
+    def from_result(cls, result: ProbeResult, agent: str | None = None) -> Finding | None:
+        """The finding of a failed probe result; None for a pass."""
+        if result.finding is None:
+            return None
+        return cls(finding=result.finding, probe=result.name, agent=agent, details=result.reason)
 
 
 class Response(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,22 +96,22 @@ def _default(number: int, summary: str, **fields: Any) -> Rule:
 DEFAULT_RULES: tuple[Rule, ...] = (
     # Two endpoints down at once is the service, not one flaky route: restart it.
     _default(1, "two or more endpoints failing -> restart",
-             finding="endpoint failing", min_failing=2, response="restart"),
+             finding=ENDPOINT_FAILING, min_failing=2, response="restart"),
     # The deploy reports a bundle hash the disk does not have: re-touch the entry point so
     # the server picks up the file on disk again.
     _default(2, "deploy info differs from disk -> touch index.html",
-             finding="deploy hash mismatch", response="touch", path="index.html"),
+             finding=DEPLOY_HASH_MISMATCH, response="touch", path="index.html"),
     # A build that produced no new artifact leaves the tree in a state nobody tested.
     _default(3, "build produced nothing -> rollback",
-             finding="build produced nothing", response="rollback"),
+             finding=BUILD_PRODUCED_NOTHING, response="rollback"),
     # Lost writes are usually oversized edits; retrying the same way fails the same way.
     _default(4, "write lost -> retry in smaller chunks",
-             finding="write lost", response="retry", max=DEFAULT_RETRY_MAX,
+             finding=WRITE_LOST, response="retry", max=DEFAULT_RETRY_MAX,
              message="retry in smaller chunks"),
     # A failed evaluation is a verdict on the work, not a sick process: restarting would
     # hide it.  A person must see it.
     _default(5, "evaluation failed -> notify, never restart",
-             finding="evaluation failed", response="notify",
+             finding=EVALUATION_FAILED, response="notify",
              message="an evaluation failed; review the result before continuing"),
     # Nothing is dropped silently.
     _default(6, "any other finding -> notify", finding=ANY_FINDING, response="notify"),

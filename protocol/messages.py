@@ -166,10 +166,6 @@ class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):
     session: str | None = None
 
 
-class PlanQuery(Request, frozen=True, kw_only=True, tag="plan_status"):
-    plan: str | None = None  # a plan id; None for every plan
-
-
 # ---------------------------------------------------------------------------- replies
 
 
@@ -297,10 +293,6 @@ class JobReply(Reply, frozen=True, kw_only=True, tag="job_reply"):
     gate: Gate | None = None
 
 
-class PlanReply(Reply, frozen=True, kw_only=True, tag="plan_reply"):
-    plans: list[dict[str, Any]] = []
-
-
 class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
     message: str = ""
 
@@ -327,9 +319,9 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown
-    | Check | Verify | Done | JobQuery | PlanRun | PlanQuery
+    | Check | Verify | Done | JobQuery | PlanRun
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
-    | Accepted | Gate | JobReply | PlanReply
+    | Accepted | Gate | JobReply
 )

@@ -243,6 +243,13 @@ def test_file_references():
     ]
 
 
+def test_dunder_names_and_trailing_punctuation():
+    text = "Touched probes/__init__.py, then `__main__.py`. Also agents/hooks/."
+    assert file_references(text, "/nonexistent-repo") == [
+        "probes/__init__.py", "__main__.py", "agents/hooks/",
+    ]
+
+
 def test_paths_escaping_the_repository_count_as_missing(repo):
     (repo.parent / "outside.md").write_text("x")
     text = GOOD.replace("- `docs/config.md`:", "- `../outside.md`:")

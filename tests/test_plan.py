@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes.config import ConfigError, Probe, parse_config
+from protocol.errors import LocalError
 from probes.plan import (
     EVENTS,
     PLAN_STATES,
@@ -294,6 +295,23 @@ def test_events_after_the_end_are_illegal():
     drive(machine, {})
     with pytest.raises(IllegalTransition, match="has ended"):
         machine.apply(Event("started", "a"))
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (),
+        (Step(id="a", run="x", on_post_fail="rollback"),),
+        (Step(id="a", run="x"), Step(id="b", run="y", on_post_fail="rollback")),
+        (Step(id="a"),),
+        (Step(id="a", expect="do it"),),
+        (Step(id="a", run="x"), Step(id="a", run="y")),
+        (Step(id="a", run="x", retries=-1),),
+    ],
+)
+def test_plans_built_in_code_are_checked_like_parsed_ones(steps):
+    with pytest.raises(LocalError):
+        PlanMachine(Plan(name="p", steps=steps))
 
 
 def test_state_table_is_well_formed():

@@ -113,8 +113,11 @@ def report_worker_pid(spec: ProbeSpec, params: Any) -> ProbeResult:
 
 def report_worker_pid_then_hang(spec: ProbeSpec, params: Any) -> ProbeResult:
     report_worker_pid(spec, params)
-    threading.Event().wait()  # forever: only the pool's timeout ends this
-    raise AssertionError("unreachable")
+    # Far past the probe's timeout, but bounded: were the worker not killed (a
+    # shielded call cannot be cancelled by the test's fail_after), the test fails
+    # on this pass result instead of hanging.
+    threading.Event().wait(20)
+    return builtin.make_result(spec, "pid", reason="the worker was not killed at the timeout")
 
 
 # -- each kind through the pool -----------------------------------------------------
@@ -176,7 +179,6 @@ async def test_stragglers_of_a_finished_command_are_ended(tmp_path):
 
 async def test_a_slow_probe_holds_nobody_up_and_cancelling_it_kills_its_group(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"alpha")
-    quick_done = trio.Event()
     async with open_probe_pool(limit=2) as pool:
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
@@ -186,15 +188,12 @@ async def test_a_slow_probe_holds_nobody_up_and_cancelling_it_kills_its_group(tm
                     raise AssertionError("the slow probe should have been cancelled")
 
                 nursery.start_soon(slow)
-                quick = await pool.run(write_spec(tmp_path, "a.txt", b"alpha"))
-                quick_done.set()
-                assert quick.verdict == PASS
-                # The slow command must be started before it is cancelled: wait for
-                # its pid file by reading it again after each probe round trip.
-                while not (tmp_path / "pids").exists():
-                    await pool.run(write_spec(tmp_path, "a.txt", b"alpha"))
+                # Another command runs beside it: it passes once the slow one has
+                # written its pid file (it gives up after ~5 s, failing the test).
+                waiter = "i=0; while [ ! -e pids ]; do i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.01; done"
+                assert (await pool.run(shell_spec(tmp_path, "waiter", waiter))).verdict == PASS
+                assert (await pool.run(write_spec(tmp_path, "a.txt", b"alpha"))).verdict == PASS
                 nursery.cancel_scope.cancel()
-    assert quick_done.is_set()
     leader, grandchild = read_pids(tmp_path / "pids")
     await wait_for_exit([leader, grandchild])
     assert live_members(leader) == []
@@ -297,6 +296,17 @@ async def test_suite_runs_autofix_after_read_only_one_at_a_time_results_in_spec_
         ("fix0", "start"), ("fix0", "end"), ("fix1", "start"), ("fix1", "end"),
     ]
     assert sorted(reported[:3]) == [0, 2, 4] and reported[3:] == [1, 3]
+
+
+async def test_autofix_probes_from_separate_callers_never_overlap(tmp_path):
+    async with open_probe_pool(limit=4) as pool:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for index in range(3):
+                    nursery.start_soon(pool.run, logging_spec(tmp_path, f"fix{index}", autofix=True))
+    events = log_events(tmp_path)
+    assert [what for _, what in events] == ["start", "end"] * 3
+    assert all(events[i][0] == events[i + 1][0] for i in range(0, 6, 2))
 
 
 async def test_suite_never_runs_more_than_limit_at_once(tmp_path):

@@ -423,6 +423,11 @@ async def test_command_that_cannot_start_fails_without_an_exit_code(tmp_path):
     assert "could not start" in result.reason
 
 
+async def test_command_in_a_missing_worktree_says_so(tmp_path):
+    result = await run_command(command_spec(tmp_path / "deleted-worktree", argv=["true"]))
+    assert result.finding == COMMAND_FAILED and "does not exist" in result.reason
+
+
 async def test_command_killed_by_a_signal_reports_it(tmp_path):
     result = await run_command(command_spec(tmp_path, shell="kill -SEGV $$"))
     assert result.finding == COMMAND_FAILED and result.exit_code == -11

@@ -1,0 +1,334 @@
+"""CLI commands that run deterministic checks through the coordinator:
+``check KIND``, ``verify``, ``done``, ``plan run`` and ``plan status``.
+
+A check can take minutes: the coordinator answers with a job id at once, and we poll
+the job, printing each result as it lands (on a terminal, a progress line too) and
+exiting with the gate's verdict: 0 pass, 1 fail / block / escalate.  A slow probe is
+not an unreachable coordinator: only the first answer is bound by the connect timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+import trio
+
+from agents.client import AgentSession, open_agent, open_connection, resolve_endpoint
+from protocol import messages as m
+
+from . import discovery
+from .cli import EXIT_REFUSED, EXIT_USAGE, Failure, agent_option, endpoint_option, handle_errors, json_option, main
+
+POLL_INTERVAL = 0.2
+
+
+def _mark(result: dict) -> str:
+    return click.style("✓", fg="green") if result.get("verdict") == "pass" else click.style("✗", fg="red")
+
+
+def _print_result(result: dict) -> None:
+    if "step" in result:  # a plan's step ended
+        mark = click.style("✓", fg="green") if result.get("to_state") == "done" else "•"
+        click.echo(f"  {mark} step {result['step']:<19} {result.get('to_state')}  {result.get('detail', '')}", err=True)
+        return
+    line = f"  {_mark(result)} {result['name']:<24} {result.get('duration', 0):6.2f}s  {result.get('target', '')}"
+    click.echo(line, err=True)
+
+
+def _print_failures(results: list[dict]) -> None:
+    for result in results:
+        if result.get("verdict") == "pass":
+            continue
+        exit_code = result.get("exit_code")
+        head = f"── {result['name']}: {result.get('finding')} ({result.get('reason', '')})"
+        if exit_code is not None:
+            head += f", exit {exit_code}"
+        click.echo(click.style(head, fg="red"), err=True)
+        if result.get("output"):
+            click.echo(result["output"].rstrip(), err=True)
+
+
+async def _follow(session_or_conn, accepted: m.Reply, as_json: bool) -> m.Gate:
+    """Poll the job until it finishes; show results as they come."""
+    conn = session_or_conn.conn if isinstance(session_or_conn, AgentSession) else session_or_conn
+    if isinstance(accepted, m.Gate):  # decided without running (e.g. the repair bound)
+        return accepted
+    assert isinstance(accepted, m.Accepted), accepted
+    shown = 0
+    interactive = sys.stderr.isatty() and not as_json
+    while True:
+        reply = await conn.request(m.JobQuery(job=accepted.job))
+        assert isinstance(reply, m.JobReply)
+        if not as_json:
+            for result in reply.results[shown:]:
+                _print_result(result)
+            shown = len(reply.results)
+            if interactive and reply.gate is None:
+                click.echo(f"  … job {reply.job}: {reply.done}/{reply.total or '?'} done\r", nl=False, err=True)
+        if reply.gate is not None:
+            return reply.gate
+        await trio.sleep(POLL_INTERVAL)
+
+
+def _finish(gate: m.Gate, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(msgspec.to_builtins(gate)))
+    else:
+        _print_failures(gate.results)
+        for response in gate.responses:
+            click.echo(f"rule: {response['action']} ({response['reason']}) → {response['outcome']}", err=True)
+        click.echo(f"{gate.verdict}: {gate.reason}")
+    if gate.verdict not in ("pass", "allow"):
+        sys.exit(EXIT_REFUSED)
+
+
+def _run_job(agent: str | None, endpoint: str | None, build, as_json: bool = False) -> m.Gate:
+    """Send ``build(session_id_or_None)`` as ``agent`` (or anonymously) and follow the job."""
+
+    async def main_job():
+        if agent:
+            async with open_agent(agent, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
+                accepted = await session._call(lambda s: build(s))
+                return await _follow(session, accepted, as_json)
+        place = discovery.locate()
+        async with open_connection(resolve_endpoint(place, endpoint)) as conn:
+            accepted = await conn.request(build(None))
+            return await _follow(conn, accepted, as_json)
+
+    return trio.run(main_job)
+
+
+def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float | None, agent, endpoint, as_json) -> None:
+    from probes.builtin import prepare
+    from probes.model import ProbeError, ProbeSpec
+
+    try:  # bad parameters are bad input (exit 2), found before anything runs
+        prepare(ProbeSpec(name=name or kind, kind=kind, params=params, cwd=os.getcwd()))
+    except ProbeError as exc:
+        raise Failure("bad_request", exc.message, EXIT_USAGE) from None
+    probe = m.ProbeRequest(kind=kind, name=name or kind, params=params, timeout=timeout)
+    gate = _run_job(agent, endpoint, lambda s: m.Check(probe=probe, cwd=os.getcwd(), session=s), as_json)
+    _finish(gate, as_json)
+
+
+# ---------------------------------------------------------------------- check
+
+
+@main.group()
+def check():
+    """Run one deterministic check through the coordinator.
+
+    The check runs in an isolated worker process, in your current directory; the
+    result is recorded in the ledger and published as a gate decision. Exit 0 pass,
+    1 fail (a finding is a fail), 2 bad input, 3 coordinator unreachable.
+    """
+
+
+def _common(fn):
+    fn = click.option("--name", help="Name this check in the ledger (default: its kind).")(fn)
+    fn = click.option("--timeout", type=float, metavar="S", help="Kill the check after S seconds (default 60).")(fn)
+    fn = agent_option(fn)
+    fn = endpoint_option(fn)
+    fn = json_option(fn)
+    return handle_errors(fn)
+
+
+@check.command("write")
+@click.argument("path")
+@click.option("--sha256", "sha256", required=True, metavar="HEX", help="The hash the file must have.")
+@_common
+def check_write(path, sha256, name, timeout, agent, endpoint, as_json):
+    """Read PATH back and compare its SHA-256 with HEX ("write lost" if different)."""
+    _check("write", {"path": path, "sha256": sha256}, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("build")
+@click.argument("directory")
+@click.option("--pattern", default="*", show_default=True, help="Only artifacts whose name matches this glob.")
+@_common
+def check_build(directory, pattern, name, timeout, agent, endpoint, as_json):
+    """The newest artifact in DIRECTORY must differ from the last recorded build
+    ("build produced nothing" otherwise)."""
+    _check("build", {"dir": directory, "pattern": pattern}, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("command", context_settings={"ignore_unknown_options": True})
+@click.option("--expect-exit", type=int, default=0, show_default=True, help="The exit code that means success.")
+@click.option("--creates", metavar="PATH", help="A file the command must create or change.")
+@_common
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json, argv):
+    """Run -- CMD ARGS...: its exit code is the verdict; stderr is captured on failure;
+    --creates confirms the side effect."""
+    params = {"argv": list(argv), "expect_exit": expect_exit}
+    if creates:
+        params["creates"] = creates
+    _check("command", params, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("http")
+@click.argument("url")
+@click.option("--status", type=int, default=200, show_default=True, help="Expected HTTP status.")
+@click.option("--contains", metavar="TEXT", help="The body must contain TEXT.")
+@click.option("--json-path", metavar="EXPR", help="A JSONPath such as $.hash into the JSON body.")
+@click.option("--equals", metavar="VALUE", help="With --json-path: the value there must equal VALUE (JSON, else text).")
+@click.option("--at-least", type=float, metavar="N", help="With --json-path: the number there must be at least N.")
+@_common
+def check_http(url, status, contains, json_path, equals, at_least, name, timeout, agent, endpoint, as_json):
+    """Fetch URL (loopback only) and check status, body and a JSON value
+    (a deploy verifier: the asset exists, index.html names the new bundle, deploy-info
+    reports the new hash)."""
+    params: dict[str, Any] = {"url": url, "status": status}
+    if contains is not None:
+        params["contains"] = contains
+    if (equals is not None or at_least is not None) and not json_path:
+        raise Failure("bad_request", "--equals and --at-least need --json-path", EXIT_USAGE)
+    if json_path:
+        params["json_path"] = json_path
+    if equals is not None:
+        try:
+            params["equals"] = json.loads(equals)
+        except ValueError:
+            params["equals"] = equals
+    if at_least is not None:
+        params["at_least"] = at_least
+    _check("http", params, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("processes")
+@click.option("--match", "pattern", required=True, metavar="PATTERN", help="Matched against process names and command lines.")
+@click.option("--count", type=int, required=True, metavar="N", help="How many must be running.")
+@click.option("--exact", is_flag=True, help="Exactly N, not at least N.")
+@_common
+def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_json):
+    """At least N processes matching PATTERN are running; the finding names what is missing."""
+    params = {"match": pattern, "count": count, "exact": exact, "exclude_pids": [os.getpid()]}
+    _check("processes", params, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("handoff")
+@click.argument("file")
+@click.option("--threshold", type=int, default=85, show_default=True, help="Minimum score (0-100) to pass.")
+@_common
+def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
+    """Score a handoff document with the deterministic rubric (docs/handoff.md);
+    below the threshold it fails and lists the gaps."""
+    _check("handoff", {"path": file, "threshold": threshold}, name, timeout, agent, endpoint, as_json)
+
+
+# ---------------------------------------------------------------------- verify / done
+
+
+@main.command()
+@click.option("--new-turn", is_flag=True, help="Start a new agent turn: the repair-loop count starts again.")
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def verify(new_turn, agent, endpoint, as_json):
+    """Run the project's verify suite through the coordinator.
+
+    Checks come from [checks.NAME] in lockstep.toml (else detected from package.json,
+    Cargo.toml, pyproject.toml); read-only ones run in parallel, autofix ones after,
+    one at a time. Prints each check (✓/✗, duration) and the errors-first output of
+    failures. Exit 0 only if all pass. With --agent the run counts for that agent's
+    `done` gate and repair loop; after max_repair_loops failing rounds the failure
+    report stands and nothing re-runs (exit 1).
+    """
+    from probes.config import load_config
+
+    load_config(discovery.locate().worktree)  # a broken lockstep.toml is bad input (exit 2), not a failed run
+    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn), as_json)
+    _finish(gate, as_json)
+
+
+@main.command()
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def done(agent, endpoint, as_json):
+    """Declare the agent's goal finished: passes (exit 0) only if a verify run that
+    started after its last write intent passed; otherwise blocked (exit 1), with why."""
+    from .cli import _need_agent
+
+    name = _need_agent(agent)
+
+    async def main_done():
+        async with open_agent(name, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
+            return await session._call(lambda s: m.Done(session=s))
+
+    _finish(trio.run(main_done), as_json)
+
+
+# ---------------------------------------------------------------------- plans
+
+
+@main.group()
+def plan():
+    """Run deterministic plans (PLAN.toml) and see where they stand."""
+
+
+@plan.command("run")
+@click.argument("plan_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--detach", is_flag=True, help="Return once the plan has started; follow it with `lockstep plan status`.")
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def plan_run(plan_file, detach, agent, endpoint, as_json):
+    """Run PLAN_FILE through the coordinator: steps in order, each with pre-probes,
+    a command or an expected agent action, and post-probes; failures skip, retry,
+    roll back the previous step or escalate, as each step says. Every transition is
+    a ledger event; an interrupted plan resumes when the coordinator restarts.
+    Exit 0 if the plan succeeded, 1 if it failed or escalated."""
+    from probes.plan import Plan
+
+    text = Path(plan_file).read_text()
+    Plan.parse(text, plan_file)  # bad input is exit 2 before anything runs
+    build = lambda s: m.PlanRun(plan=text, source=str(Path(plan_file).resolve()), cwd=os.getcwd(), session=s)  # noqa: E731
+    if detach:
+
+        async def start_only():
+            async with open_connection(resolve_endpoint(discovery.locate(), endpoint)) as conn:
+                return await conn.request(build(None))
+
+        accepted = trio.run(start_only)
+        click.echo(json.dumps({"job": accepted.job}) if as_json else f"plan started: job {accepted.job}")
+        return
+    _finish(_run_job(agent, endpoint, build, as_json), as_json)
+
+
+@plan.command("status")
+@click.argument("job", required=False)
+@json_option
+@handle_errors
+def plan_status(job, as_json):
+    """Where each plan stands (read from the ledger; works with the coordinator down)."""
+    from ledger import LedgerMissing, open_readonly
+
+    from .plan_status import plan_summaries
+
+    path = discovery.locate().state_dir / discovery.LEDGER_FILE
+    try:
+        reader = open_readonly(path)
+    except LedgerMissing:
+        raise Failure("no_ledger", f"no ledger at {path}: no coordinator has served this repository yet", EXIT_REFUSED) from None
+    with reader:
+        summaries = plan_summaries(reader, job)
+    if as_json:
+        click.echo(json.dumps(summaries))
+        return
+    if not summaries:
+        click.echo("no plans yet")
+    for s in summaries:
+        click.echo(f"{s['job']:<8} {s['name']:<20} {s['state']:<10} {s['source']}")
+        for step in s["steps"]:
+            click.echo(f"    {step['id']:<16} {step['state']:<14} {step.get('detail', '')}")
+

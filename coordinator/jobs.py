@@ -1,0 +1,348 @@
+"""Jobs: checks, verify runs, plans and scheduled probes, run in the probe pool.
+
+A request returns a job id at once (the core records ``job.started`` and emits
+``StartJob``); the work runs here, in its own task, and reports back through the core
+so that every result is a ledger record before it is published:
+
+    job.started -> probe.result / verify.result (one per check, as they finish)
+                -> rule.response (what the rule table decided about findings)
+                -> check.finished / verify.finished / plan.finished (with the gate)
+
+Findings never get judgement, only rules (probes/rules.py): retry (ask the agent to
+try again, bounded), roll back or restart (a configured command), touch a file, notify
+the operator, block the agent, queue a task for an agent.
+
+Plans are driven by the pure ``probes.plan.PlanMachine``; each of its transition
+records goes to the ledger, and a plan cut short by a restart resumes from them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import msgspec
+import trio
+
+from ledger import Ledger
+from probes import plan as plans
+from probes.config import Config, ConfigError, Probe, load_config
+from probes.model import ProbeError, ProbeResult, ProbeSpec
+from probes.pool import ProbePool
+from probes.rules import Finding, RepairState, Response, RuleTable
+from protocol import messages as m
+from protocol.errors import PeerError
+
+from .discovery import locate
+from .effects import Effect, Send, StartJob
+
+if TYPE_CHECKING:
+    from .core import Core
+
+log = logging.getLogger("lockstep")
+
+KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
+Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
+
+
+@dataclass
+class JobView:
+    job: str
+    kind: str
+    agent: str | None
+    total: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)
+    gate: m.Gate | None = None
+
+    def reply(self, req: int) -> m.JobReply:
+        return m.JobReply(
+            req=req,
+            job=self.job,
+            kind=self.kind,
+            state="finished" if self.gate is not None else "running",
+            done=len(self.results),
+            total=self.total,
+            results=self.results,
+            gate=self.gate,
+        )
+
+
+class JobRunner:
+    def __init__(self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path) -> None:
+        self._core = core
+        self._apply = apply  # run a core call and carry out its effects, in the turn
+        self._pool = pool
+        self._repo_root = repo_root
+        self._jobs: OrderedDict[str, JobView] = OrderedDict()
+        self._repair = RepairState()
+        self._build_hashes: dict[str, str] = {}  # build folder -> newest artifact's hash
+        self._done_waiters: dict[str, list[trio.Event]] = {}  # agent -> plan steps waiting
+        self.config = self._load_repo_config()
+        self._rules = RuleTable.from_config(self.config)
+
+    def _load_repo_config(self) -> Config:
+        try:
+            return load_config(self._repo_root)
+        except ConfigError as exc:
+            log.error("%s; running with default rules and no scheduled probes", exc.message)
+            return Config()
+
+    # ------------------------------------------------------------------ entry points
+
+    def start(self, nursery: trio.Nursery, effect: StartJob) -> None:
+        view = JobView(effect.job, effect.kind, effect.agent)
+        self._jobs[effect.job] = view
+        while len(self._jobs) > KEEP_FINISHED_JOBS:
+            oldest = next(iter(self._jobs))
+            if self._jobs[oldest].gate is None:
+                break  # never forget a running job
+            del self._jobs[oldest]
+        nursery.start_soon(self._run, view, effect.request, name=f"job {effect.job}")
+
+    def answer(self, peer: Any, query: m.JobQuery) -> list[Effect]:
+        view = self._jobs.get(query.job)
+        if view is None:
+            return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no job {query.job!r} (finished long ago, or never started)"))]
+        return [Send(peer, view.reply(query.req))]
+
+    def observe(self, publication: m.Publication) -> None:
+        """Publications the runner waits on: a passing ``done`` completes a plan step
+        that expects that agent's action."""
+        if publication.kind == "done.decided" and publication.data.get("verdict") == "pass":
+            for event in self._done_waiters.pop(publication.agent, []):
+                event.set()
+
+    async def build_hashes_from(self, ledger: Ledger) -> None:
+        """The last recorded build hash of each folder, so ``build`` compares with it."""
+
+        def scan() -> dict[str, str]:
+            hashes = {}
+            for event in ledger.events(kinds=["probe.result"]):
+                if event.data.get("kind") == "build" and event.data.get("details", {}).get("hash"):
+                    hashes[event.data["target"]] = event.data["details"]["hash"]
+            return hashes
+
+        self._build_hashes = await trio.to_thread.run_sync(scan)
+
+    # ------------------------------------------------------------------ one job
+
+    async def _run(self, view: JobView, request: m.Request) -> None:
+        results: list[ProbeResult] = []
+        try:
+            if view.kind == "plan":
+                gate = await self._run_plan(view, request)
+            else:
+                specs = await self._specs(view, request)
+                view.total = len(specs)
+                results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+                gate = self._gate(view, results)
+        except (ProbeError, PeerError, plans.PlanReplayError) as exc:
+            gate = m.Gate(subject=view.kind, verdict="fail", reason=getattr(exc, "message", str(exc)), job=view.job, agent=view.agent)
+        except Exception as exc:  # a bug in one job must not take the coordinator down
+            log.exception("job %s crashed", view.job)
+            gate = m.Gate(subject=view.kind, verdict="fail", reason=f"internal error running the job: {exc!r} (see coordinator.log)", job=view.job, agent=view.agent)
+        responses = await self._respond(view, results)
+        if responses:
+            gate = msgspec.structs.replace(gate, responses=responses)
+        view.gate = gate
+        await self._apply(lambda now: self._core.job_finished(view.job, view.kind, gate, now))
+
+    async def _specs(self, view: JobView, request: m.Request) -> list[ProbeSpec]:
+        cwd = request.cwd or str(self._repo_root)
+        if view.kind == "check":
+            probe: m.ProbeRequest = request.probe
+            params = dict(probe.params)
+            if probe.kind == "build" and "previous_hash" not in params and "dir" in params:
+                params["previous_hash"] = self._build_hashes.get(str(Path(cwd, params["dir"])))
+            spec = ProbeSpec(name=probe.name or probe.kind, kind=probe.kind, params=params, cwd=cwd)
+            if probe.timeout is not None:
+                spec = msgspec.structs.replace(spec, timeout=probe.timeout)
+            return [spec]
+        root = (await trio.to_thread.run_sync(locate, cwd)).worktree
+        config = await trio.to_thread.run_sync(load_config, root)
+        if not config.checks:
+            raise ProbeError(
+                f"no verify checks: add [checks.NAME] tables to {root / 'lockstep.toml'} "
+                "(nothing could be detected from package.json, Cargo.toml or pyproject.toml)"
+            )
+        view.total = len(config.checks)
+        return [check.to_spec(root) for check in config.checks]
+
+    async def _progress(self, view: JobView, result: ProbeResult) -> None:
+        data = msgspec.to_builtins(result)
+        view.results.append(data)
+        if result.kind == "build" and result.details.get("hash"):
+            self._build_hashes[result.target] = result.details["hash"]
+        await self._apply(lambda now: self._core.job_result(view.job, view.kind, view.agent, data, now))
+
+    def _gate(self, view: JobView, results: list[ProbeResult]) -> m.Gate:
+        failed = [r for r in results if not r.passed]
+        if not failed:
+            reason = f"{len(results)} check{'s' if len(results) != 1 else ''} passed"
+        else:
+            reason = f"{len(failed)} of {len(results)} failed: " + "; ".join(f"{r.name}: {r.finding} ({r.reason})" for r in failed)
+        ordered = [msgspec.to_builtins(r) for r in results]
+        return m.Gate(subject=view.kind, verdict="fail" if failed else "pass", reason=reason, job=view.job, agent=view.agent, results=ordered)
+
+    # ------------------------------------------------------------------ rules
+
+    async def _respond(self, view: JobView, results: list[ProbeResult]) -> list[dict[str, Any]]:
+        findings = [f for f in (Finding.from_result(r, view.agent) for r in results) if f is not None]
+        if not findings:
+            return []
+        responses, self._repair = self._rules.decide(findings, self._repair, trio.current_time())
+        done = []
+        for response in responses:
+            outcome = await self._carry_out(response, view)
+            data = {"job": view.job, **msgspec.to_builtins(response), "outcome": outcome}
+            data.pop("at", None)
+            await self._apply(lambda now, data=data: self._core.note("rule.response", response.agent, data, now))
+            done.append(data)
+        return done
+
+    async def _carry_out(self, response: Response, view: JobView) -> str:
+        """Do what the rule said.  Returns one line saying what happened."""
+        params, agent = response.params, response.agent
+        message = params.get("message") or f"{response.finding} ({', '.join(response.probes)})"
+        match response.action:
+            case "retry":
+                await self._apply(lambda now: self._core.note("notice", agent, {"message": f"retry (attempt {params.get('attempt')} of {params.get('max')}): {message}"}, now))
+                return f"asked {agent or 'the requester'} to retry"
+            case "rollback" | "restart":
+                if not params.get("cmd"):
+                    return f"no command configured for {response.action}; nothing run"
+                spec = ProbeSpec(name=response.action, kind="command", params={"shell": params["cmd"]}, cwd=str(self._repo_root), timeout=600)
+                result = await self._pool.run(spec)
+                return f"ran {params['cmd']!r}: exit {result.exit_code}"
+            case "touch":
+                path = (self._repo_root / params.get("path", "index.html")).resolve()
+                if self._repo_root.resolve() not in path.parents:
+                    return f"refused to touch {path}: outside the repository"
+                await trio.to_thread.run_sync(lambda: path.touch(exist_ok=True))
+                os.utime(path)
+                return f"touched {path}"
+            case "notify":
+                await self._apply(lambda now: self._core.note("notice", agent, {"message": message, "operator": True}, now))
+                return "operator notified"
+            case "block_agent":
+                if agent is None:
+                    return "no single agent to block"
+                await self._apply(lambda now: self._core.note("agent.blocked", agent, {"reason": f"{response.finding}: {message}"}, now))
+                return f"blocked {agent} until its next passing verify run"
+            case "queue_task":
+                target = params.get("agent") or agent
+                await self._apply(lambda now: self._core.note("task.queued", target, {"task": params.get("task"), "because": response.finding}, now))
+                return f"queued a task for {target}"
+        return f"unknown action {response.action}"
+
+    # ------------------------------------------------------------------ scheduled probes
+
+    async def run_scheduled(self, probe: Probe) -> None:
+        """Run ``probe`` every ``probe.every`` seconds for as long as we serve."""
+        runs = 0
+        while True:
+            await trio.sleep(probe.every)
+            runs += 1
+            view = JobView(f"{probe.name}#{runs}", "scheduled", None, total=1)
+            result = await self._pool.run(probe.to_spec(cwd=str(self._repo_root)))
+            await self._progress(view, result)
+            await self._respond(view, [result])
+
+    # ------------------------------------------------------------------ plans
+
+    async def _run_plan(self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord] | None = None) -> m.Gate:
+        plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name())
+        machine = plans.PlanMachine.replay(plan, records) if records else plans.PlanMachine(plan)
+        cwd = request.cwd or str(self._repo_root)
+        view.total = len(plan.steps)
+        while True:
+            action = machine.next_action()
+            if isinstance(action, plans.Finished):
+                verdict = {"succeeded": "pass", "failed": "fail"}.get(action.state, "escalate")
+                return m.Gate(subject="plan", verdict=verdict, reason=f"plan {plan.name!r} {action.state}: {action.reason}".rstrip(": "), job=view.job, agent=view.agent)
+            event = await self._carry_out_plan_action(action, plan, cwd)
+            for record in machine.apply(event):
+                data = {"job": view.job, **msgspec.to_builtins(record)}
+                await self._apply(lambda now, data=data, kind=record.kind: self._core.note(kind, view.agent, data, now))
+                if record.to_state in plans.STEP_TERMINAL:
+                    view.results.append(data)
+
+    async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str) -> plans.Event:
+        match action:
+            case plans.StartStep(step=step):
+                return plans.Event(plans.STARTED, step)
+            case plans.RunPreProbes(step=step, probes=probes) | plans.RunPostProbes(step=step, probes=probes):
+                pre = isinstance(action, plans.RunPreProbes)
+                failed = await self._failed_probes(probes, cwd)
+                if pre:
+                    return plans.Event(plans.PRE_FAILED if failed else plans.PRE_PASSED, step, failed)
+                return plans.Event(plans.POST_FAILED if failed else plans.POST_PASSED, step, failed)
+            case plans.RunCommand(step=step, cmd=cmd) | plans.RunRollback(step=step, cmd=cmd):
+                result = await self._pool.run(ProbeSpec(name=step, kind="command", params={"shell": cmd}, cwd=cwd, timeout=3600))
+                ok = result.passed
+                detail = f"{cmd!r} exit {result.exit_code}" + ("" if ok else f": {result.reason}")
+                if isinstance(action, plans.RunRollback):
+                    return plans.Event(plans.ROLLBACK_PASSED if ok else plans.ROLLBACK_FAILED, step, detail)
+                return plans.Event(plans.RUN_PASSED if ok else plans.RUN_FAILED, step, detail)
+            case plans.WaitForAgent(step=step, agent=agent, expect=expect):
+                done = trio.Event()
+                self._done_waiters.setdefault(agent, []).append(done)
+                await self._apply(lambda now: self._core.note("notice", agent, {"message": f"plan {plan.name!r} step {step!r} waits for you: {expect}; say `lockstep done` when it is"}, now))
+                await done.wait()
+                return plans.Event(plans.RUN_PASSED, step, f"{agent} passed its done gate")
+        raise PeerError("internal", f"unknown plan action {action!r}")
+
+    async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str) -> str:
+        """Run a step's probes; '' if all passed, else which failed and why."""
+        known = self.config.probes_by_name()
+        specs = []
+        for probe in probes:
+            resolved = known.get(probe) if isinstance(probe, str) else probe
+            if resolved is None:
+                return f"unknown probe {probe!r}"
+            specs.append(resolved.to_spec(cwd=cwd))
+        results = await self._pool.run_suite(specs)
+        return "; ".join(f"{r.name}: {r.reason}" for r in results if not r.passed)
+
+    async def resume_plans(self, nursery: trio.Nursery, ledger: Ledger) -> int:
+        """Plans the ledger shows started and not ended: carry on where they stood."""
+
+        def unfinished() -> list[tuple[dict, list[plans.TransitionRecord], str | None]]:
+            started: dict[str, tuple[dict, str | None]] = {}
+            records: dict[str, list[plans.TransitionRecord]] = {}
+            for event in ledger.events(kinds=["job.started", *PLAN_RECORD_KINDS]):
+                job = event.data.get("job")
+                if event.kind == "job.started":
+                    if event.data.get("kind") == "plan":
+                        started[job] = (event.data, event.agent)
+                elif event.kind in PLAN_END_KINDS:
+                    started.pop(job, None)
+                elif job in started:
+                    fields = {k: v for k, v in event.data.items() if k != "job"}
+                    records.setdefault(job, []).append(msgspec.convert(fields, plans.TransitionRecord))
+            return [(data, records.get(job, []), agent) for job, (data, agent) in started.items()]
+
+        resumed = 0
+        for data, records, agent in await trio.to_thread.run_sync(unfinished):
+            view = JobView(data["job"], "plan", agent)
+            self._jobs[view.job] = view
+            request = m.PlanRun(plan=data["plan"], source=data.get("source", ""), cwd=data.get("cwd", ""))
+            nursery.start_soon(self._resume_plan, view, request, records)
+            resumed += 1
+        return resumed
+
+    async def _resume_plan(self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord]) -> None:
+        try:
+            gate = await self._run_plan(view, request, records)
+        except (ProbeError, PeerError, plans.PlanReplayError) as exc:
+            gate = m.Gate(subject="plan", verdict="escalate", reason=f"cannot resume: {exc}", job=view.job, agent=view.agent)
+        view.gate = gate
+        await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))
+
+
+PLAN_END_KINDS = ("plan.finished", "plan.failed", "plan.escalated")
+PLAN_RECORD_KINDS = tuple(sorted({*plans.STEP_RECORD_KINDS.values(), plans.STARTED_RECORD_KIND, *PLAN_END_KINDS}))
