@@ -17,8 +17,9 @@ from protocol.errors import ERROR_CODES, PeerError
 
 CATALOGUE = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 TAGGED = [m.Hello, m.Heartbeat, m.Watch, m.Claim, m.Release, m.Intent, m.Status, m.Bye, m.Shutdown,
+          m.Check, m.Verify, m.Done, m.JobQuery, m.PlanRun, m.Accepted, m.Gate, m.JobReply,
           m.Welcome, m.Granted, m.Refused, m.Decision, m.Released, m.StatusReply, m.Ok, m.Error, m.Publication]
-NESTED = [m.Conflict, m.AgentInfo, m.ClaimInfo, m.HoldInfo]
+NESTED = [m.Conflict, m.AgentInfo, m.ClaimInfo, m.HoldInfo, m.ProbeRequest]
 
 
 def _section(heading: str) -> str:
