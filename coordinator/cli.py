@@ -513,6 +513,45 @@ def ledger_tail(count, as_json):
             click.echo(f"{e.id:>7} {when} e{e.epoch} {e.kind:<20} {e.agent or '':<14}{token} {detail}")
 
 
+@main.command()
+@click.option("--once", is_flag=True, help="Print one frame and exit (no live updates).")
+@endpoint_option
+@json_option
+@handle_errors
+def top(once, endpoint, as_json):
+    """A live view: agents (state, heartbeat age, CPU and memory), claims (holder, age,
+    token, held after a stale holder), checks in flight and recent gate decisions.
+
+    Fed by a snapshot plus sequenced publications, so a late viewer sees the current
+    state and a dropped update is noticed and healed. Ctrl-C to quit.
+    """
+    from rich.console import Console
+    from rich.live import Live
+
+    from .top import View, follow, render
+
+    place = discovery.locate()
+    address = resolve_endpoint(place, endpoint)
+    view = View()
+
+    async def main_top():
+        async with open_connection(address) as conn:
+            view.take(await conn.request(m.Status()))
+            if once or as_json:
+                return
+            with Live(render(view), console=Console(), refresh_per_second=4, screen=False) as live:
+                await follow(conn, view.snapshot.pub[0], view, lambda: live.update(render(view)))
+
+    try:
+        trio.run(main_top)
+    except KeyboardInterrupt:
+        return
+    if as_json:
+        click.echo(json.dumps(_status_payload(view.snapshot)))
+    elif once:
+        Console().print(render(view))
+
+
 # ---------------------------------------------------------------------- run / demo
 
 

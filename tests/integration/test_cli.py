@@ -202,3 +202,12 @@ def test_help_explains_every_command():
         assert sub.returncode == 0 and len(sub.stdout) > 200, command
     version = subprocess.run([*LOCKSTEP, "--version"], capture_output=True, text=True, env=env_for())
     assert version.returncode == 0 and "lockstep" in version.stdout
+
+
+def test_top_once_and_json_show_the_coordinators_view(repo, coordinator):
+    coordinator(*FAST)
+    cli("claim", "src/api/", "--agent", "alice", cwd=repo.root)
+    frame = cli("top", "--once", cwd=repo.root)
+    assert frame.rc == 0 and "alice" in frame.out and "src/api/" in frame.out and "checks in flight" in frame.out
+    as_json = cli("top", "--json", cwd=repo.root)
+    assert as_json.rc == 0 and as_json.json["claims"][0]["holder"] == "alice"
