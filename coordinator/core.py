@@ -615,11 +615,12 @@ class Core:
             return "pass", "verify policy is off: done is not gated"
         if name in reg.blocked:
             return "block", f"{name} is blocked by a rule: {reg.blocked[name]}"
-        last_write = reg.last_write.get(name, 0)
+        last_write = reg.last_write.get(name)
         last = reg.last_verify.get(name)
+        if last_write is None and (last is None or last.passed):
+            return "pass", f"{name} wrote nothing: there is nothing to verify"
         if last is None or last.mark < last_write:
-            when = "your last write" if last_write else "you started"
-            return "block", f"no verify run since {when}: run `lockstep verify` first"
+            return "block", "no verify run since your last write: run `lockstep verify` first"
         if not last.passed:
             return "block", f"the last verify run (job {last.job}) failed: {', '.join(last.failed) or 'see its report'}"
         return "pass", f"verify run {last.job} passed after your last write"

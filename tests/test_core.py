@@ -328,3 +328,61 @@ def test_start_from_a_snapshot_equals_start_from_the_whole_ledger():
     assert left.holds == right.holds
     assert [(x.name, x.state, x.session) for x in left.agents] == [(x.name, x.state, x.session) for x in right.agents]
     assert full.claim(b, "z.py").token == from_snapshot.claim(b, "z.py").token
+
+
+def _verify(d: Driver, session: str, passed: bool, failed=("test",)):
+    accepted = d.send(m.Verify(session=session))
+    if not isinstance(accepted, m.Accepted):
+        return accepted
+    gate = m.Gate(subject="verify", verdict="pass" if passed else "fail", reason="", job=accepted.job, agent="dev",
+                  results=[] if passed else [{"name": n, "verdict": "fail"} for n in failed])
+    d._absorb(d.core.job_finished(accepted.job, "verify", gate, d.now))
+    return accepted
+
+
+def test_done_passes_only_after_a_passing_verify_that_started_after_the_last_write():
+    d = Driver()
+    s = d.hello("dev")
+    assert d.send(m.Done(session=s)).verdict == "pass"  # wrote nothing
+    d.intent(s, "a.py")
+    assert "no verify run" in d.send(m.Done(session=s)).reason
+    _verify(d, s, passed=False)
+    blocked = d.send(m.Done(session=s))
+    assert blocked.verdict == "block" and "test" in blocked.reason
+    _verify(d, s, passed=True)
+    assert d.send(m.Done(session=s)).verdict == "pass"
+    d.intent(s, "a.py")
+    assert d.send(m.Done(session=s)).verdict == "block"
+
+
+def test_a_verify_that_started_before_the_last_write_does_not_count():
+    d = Driver()
+    s = d.hello("dev")
+    d.intent(s, "a.py")
+    accepted = d.send(m.Verify(session=s))
+    d.intent(s, "b.py")  # written while the verify ran
+    gate = m.Gate(subject="verify", verdict="pass", reason="", job=accepted.job, agent="dev")
+    d._absorb(d.core.job_finished(accepted.job, "verify", gate, d.now))
+    assert d.send(m.Done(session=s)).verdict == "block"
+
+
+def test_the_repair_loop_stops_re_running_after_max_failing_rounds():
+    d = Driver(max_repair_loops=2)
+    s = d.hello("dev")
+    d.intent(s, "a.py")
+    assert isinstance(_verify(d, s, passed=False), m.Accepted)
+    d.intent(s, "a.py")  # a repair attempt does not reset the bound
+    assert isinstance(_verify(d, s, passed=False), m.Accepted)
+    refused = d.send(m.Verify(session=s))
+    assert isinstance(refused, m.Gate) and refused.verdict == "escalate" and "not re-running" in refused.reason
+    assert isinstance(d.send(m.Verify(session=s, new_turn=True)), m.Accepted)
+    # and it all survives a restart (the ledger has it)
+    d2 = d.restart(at=10.0)
+    assert d2.core.registry.failing_rounds == d.core.registry.failing_rounds
+
+
+def test_policy_off_does_not_gate_done():
+    d = Driver(verify_policy="off")
+    s = d.hello("dev")
+    d.intent(s, "a.py")
+    assert d.send(m.Done(session=s)).verdict == "pass"

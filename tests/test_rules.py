@@ -1,4 +1,5 @@
-"""Findings -> responses, bounded retries, the repair loop and the done gate."""
+"""Findings -> responses and bounded retries (the repair loop and the done gate are
+tested with the core: tests/test_core.py, tests/integration/test_checks.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,11 @@ from probes.config import parse_config
 from probes.model import ProbeResult
 from probes.rules import (
     DEFAULT_RULES,
-    REPAIR_TRANSITIONS,
     Finding,
-    RepairLoop,
     RepairState,
     Response,
     RuleTable,
-    VerifyRun,
     decide,
-    done_gate,
 )
 
 NOW = 1000.0
@@ -233,86 +230,3 @@ def test_finding_from_probe_result():
     )
     passed = ProbeResult(name="api", kind="http", target="http://x", verdict="pass")
     assert Finding.from_result(passed) is None
-
-
-# ---------------------------------------------------------------- repair loop
-
-
-def test_repair_loop_bounds_repairs_per_turn():
-    loop = RepairLoop(max_repair_loops=3).edit_batch()
-    verdicts = []
-    for _ in range(4):
-        loop, verdict = loop.verify_round(passed=False)
-        verdicts.append(verdict)
-        if verdict == "repair":
-            loop = loop.edit_batch()  # the repair attempt: same turn
-    assert verdicts == ["repair", "repair", "repair", "stop"]
-    assert loop.turn == 1 and loop.failing_rounds == 4 and loop.phase == "stopped"
-    loop, verdict = loop.verify_round(passed=False)
-    assert verdict == "stop"
-
-
-def test_repair_loop_pass_resets_and_new_batch_starts_new_turn():
-    loop = RepairLoop(max_repair_loops=2).edit_batch()
-    loop, _ = loop.verify_round(False)
-    loop = loop.edit_batch()
-    loop, verdict = loop.verify_round(True)
-    assert verdict == "pass" and loop.failing_rounds == 0 and loop.phase == "idle"
-    loop = loop.edit_batch()
-    assert loop.turn == 2
-    for expected in ["repair", "repair", "stop"]:
-        loop, verdict = loop.verify_round(False)
-        assert verdict == expected
-    loop = loop.edit_batch()  # after a stop: a new turn, a fresh bound
-    assert loop.turn == 3 and loop.failing_rounds == 0
-    loop, verdict = loop.verify_round(False)
-    assert verdict == "repair"
-
-
-def test_repair_loop_zero_means_the_first_failure_stands():
-    loop, verdict = RepairLoop(max_repair_loops=0).edit_batch().verify_round(False)
-    assert verdict == "stop"
-
-
-def test_repair_loop_is_immutable():
-    loop = RepairLoop(max_repair_loops=1)
-    loop.edit_batch()
-    loop.verify_round(False)
-    assert loop == RepairLoop(max_repair_loops=1)
-
-
-def test_repair_transitions_cover_every_phase_and_event():
-    phases = {"idle", "edited", "awaiting_repair", "stopped"}
-    events = {"edit", "verify_passed", "verify_failed"}
-    assert set(REPAIR_TRANSITIONS) == {(p, e) for p in phases for e in events}
-
-
-# ---------------------------------------------------------------- done gate
-
-
-def test_done_gate_passes_after_a_later_passing_verify():
-    verdict, reason = done_gate(10, VerifyRun(started_seq=11, passed=True))
-    assert verdict == "pass" and "seq 11" in reason
-
-
-@pytest.mark.parametrize(
-    ("last_write", "verify", "reason"),
-    [
-        (10, None, "no verify run since your last write at seq 10"),
-        (10, VerifyRun(started_seq=9, passed=True), "no verify run since your last write at seq 10"),
-        (10, VerifyRun(started_seq=10, passed=True), "no verify run since your last write at seq 10"),
-        (10, VerifyRun(started_seq=12, passed=None), "the verify run started at seq 12 has not finished"),
-        (10, VerifyRun(started_seq=12, passed=False, failed_checks=("unit",)),
-         "the last verify failed: check unit"),
-        (10, VerifyRun(started_seq=12, passed=False, failed_checks=("unit", "lint")),
-         "the last verify failed: checks unit, lint"),
-        (10, VerifyRun(started_seq=12, passed=False), "the last verify failed: a check failed"),
-    ],
-)
-def test_done_gate_blocks(last_write, verify, reason):
-    assert done_gate(last_write, verify) == ("block", reason)
-
-
-def test_done_gate_without_writes_or_with_policy_off():
-    assert done_gate(None, None)[0] == "pass"
-    assert done_gate(10, None, policy="off") == ("pass", "verify policy is off")

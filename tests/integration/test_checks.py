@@ -169,6 +169,7 @@ def test_verify_runs_the_suite_and_gates_done(repo, coordinator):
 def test_verify_without_an_agent_is_anonymous_and_counts_for_nobody(repo, coordinator):
     coordinator(*FAST)
     _suite(repo.root)
+    cli("intent", "src/app.py", "--agent", "dev", cwd=repo.root)
     assert cli("verify", cwd=repo.root).rc == 0
     assert cli("done", "--agent", "dev", cwd=repo.root).rc == 1
 
