@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lockstep")
 
 KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
+EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
 Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
 
 
@@ -81,6 +82,7 @@ class JobRunner:
         self._repair = RepairState()
         self._build_hashes: dict[str, str] = {}  # build folder -> newest artifact's hash
         self._done_waiters: dict[str, list[trio.Event]] = {}  # agent -> plan steps waiting
+        self._edit_batches: dict[str, float] = {}  # agent -> time of its batch's last write
         self.config = self._load_repo_config()
         self._rules = RuleTable.from_config(self.config)
 
@@ -109,12 +111,36 @@ class JobRunner:
             return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no job {query.job!r} (finished long ago, or never started)"))]
         return [Send(peer, view.reply(query.req))]
 
-    def observe(self, publication: m.Publication) -> None:
-        """Publications the runner waits on: a passing ``done`` completes a plan step
-        that expects that agent's action."""
+    def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
+        """Publications the runner acts on: a passing ``done`` completes a plan step
+        that expects that agent's action; with ``policy = "after-each-edit-batch"`` an
+        allowed write starts (or extends) that agent's edit batch."""
         if publication.kind == "done.decided" and publication.data.get("verdict") == "pass":
             for event in self._done_waiters.pop(publication.agent, []):
                 event.set()
+        if (
+            publication.kind == "intent.decided"
+            and publication.data.get("verdict") in ("allow", "warn")
+            and self._core.settings.verify_policy == "after-each-edit-batch"
+        ):
+            agent = publication.agent
+            if agent not in self._edit_batches:
+                nursery.start_soon(self._verify_after_batch, agent)
+            self._edit_batches[agent] = trio.current_time()
+
+    async def _verify_after_batch(self, agent: str) -> None:
+        """Once ``agent`` has made no write for ``EDIT_BATCH_QUIET`` seconds, its batch
+        is over: verify it, as if the agent had asked (so it counts for its gate)."""
+        while True:
+            quiet_until = self._edit_batches[agent] + EDIT_BATCH_QUIET
+            if trio.current_time() >= quiet_until:
+                break
+            await trio.sleep_until(quiet_until)
+        del self._edit_batches[agent]
+        live = self._core.registry.live_agent(agent)
+        if live is not None:
+            request = m.Verify(session=live.session, cwd=live.worktree or str(self._repo_root))
+            await self._apply(lambda now: self._core.receive(None, request, now))
 
     async def build_hashes_from(self, ledger: Ledger) -> None:
         """The last recorded build hash of each folder, so ``build`` compares with it."""

@@ -258,11 +258,11 @@ class Server:
                     log.info("%s %s %s", r.kind, r.agent or "", r.data.get("reason") or r.data.get("patterns") or "")
         for effect in effects:
             match effect:
-                case Send(peer, message):
+                case Send(peer, message) if peer is not None:  # None: the shell itself asked
                     self._router.send_multipart_nowait([peer, encode(message)])
                 case Publish(kind=kind, message=message):
                     self._pub.send_multipart_nowait([kind.encode(), encode(message)])
-                    self._jobs.observe(message)
+                    self._jobs.observe(self._nursery, message)
                 case StartJob():
                     self._jobs.start(self._nursery, effect)
                 case WatchPid(session=session, pid=pid, pid_started=started):

@@ -137,10 +137,10 @@ def test_check_handoff_scores_the_document(repo, coordinator):
     assert result["finding"] == "handoff incomplete" and result["details"]["missing"]
 
 
-def _suite(root, *, max_loops: int = 3, fail: bool = False) -> None:
+def _suite(root, *, max_loops: int = 3, fail: bool = False, policy: str = "before-final-answer") -> None:
     test = "import sys; sys.exit(1)" if fail else "pass"
     (root / "lockstep.toml").write_text(
-        f'[verify]\nmax_repair_loops = {max_loops}\n\n'
+        f'[verify]\nmax_repair_loops = {max_loops}\npolicy = "{policy}"\n\n'
         f'[checks.lint]\ncmd = "{sys.executable} -c pass"\n\n'
         f'[checks.test]\ncmd = "{sys.executable} -c \'{test}\'"\ntimeout = "30s"\n'
     )
@@ -317,3 +317,13 @@ def test_checks_are_killed_cleanly_when_the_coordinator_stops(repo, coordinator)
                    timeout=15, what="the check's process to be gone")
     finally:
         end_process(proc)
+
+
+def test_after_each_edit_batch_the_coordinator_verifies_by_itself(repo, coordinator):
+    _suite(repo.root, policy="after-each-edit-batch")
+    coordinator(*FAST)
+    cli("intent", "src/app.py", "--agent", "dev", cwd=repo.root)
+    assert cli("done", "--agent", "dev", cwd=repo.root).rc == 1  # the batch is not over yet
+    wait_until(lambda: cli("done", "--agent", "dev", cwd=repo.root).rc == 0, timeout=30, what="the automatic verify run")
+    finished = [e for e in _ledger(repo) if e["kind"] == "verify.finished"]
+    assert len(finished) == 1 and finished[0]["agent"] == "dev"
