@@ -174,10 +174,11 @@ def main() -> None:
     "in the state directory). Non-loopback addresses are refused: there is no authentication yet.",
 )
 @click.option("--pub-endpoint", metavar="URL", help="Publication endpoint (default: beside the request endpoint).")
+@click.option("--probe-limit", type=click.IntRange(min=1), metavar="N", help="Probes run at once (default: the CPU count).")
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @json_option
 @handle_errors
-def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, endpoint, pub_endpoint, detach, as_json):
+def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, endpoint, pub_endpoint, probe_limit, detach, as_json):
     """Run the coordinator for the repository of the current directory.
 
     One per repository: every worktree finds it. Settings come from these flags, then
@@ -214,7 +215,7 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
     from .server import Server
 
     try:
-        reason = trio.run(Server(place, settings, rpc, pub).serve)
+        reason = trio.run(Server(place, settings, rpc, pub, probe_limit).serve)
     finally:
         os.close(lock_fd)
     if as_json:
