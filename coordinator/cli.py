@@ -135,6 +135,17 @@ def _as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Ca
     return trio.run(main)
 
 
+def ask(endpoint: str | None, message: m.Request) -> m.Reply:
+    """One anonymous request to this repository's coordinator (no agent session)."""
+    address = resolve_endpoint(discovery.locate(), endpoint)
+
+    async def request() -> m.Reply:
+        async with open_connection(address) as conn:
+            return await conn.request(message)
+
+    return trio.run(request)
+
+
 def _conflict_lines(conflicts: list[m.Conflict]) -> str:
     return "\n".join(f"  {c.pattern}: {c.reason}" for c in conflicts)
 
@@ -269,14 +280,8 @@ def _serve_detached(place: discovery.Place, as_json: bool) -> None:
 def stop(endpoint, as_json):
     """Stop this repository's coordinator cleanly (claims stay in the ledger)."""
     place = discovery.locate()
-    address = resolve_endpoint(place, endpoint)
     info = discovery.read_state(place.state_dir) or {}
-
-    async def main() -> m.Reply:
-        async with open_connection(address) as conn:
-            return await conn.request(m.Shutdown(reason="lockstep stop"))
-
-    reply = trio.run(main)
+    reply = ask(endpoint, m.Shutdown(reason="lockstep stop"))
     pid = info.get("pid")
     if pid and not endpoint:
         deadline = time.monotonic() + 10
@@ -350,16 +355,8 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
     if force:
         if not paths or not reason:
             raise Failure("bad_request", "--force needs the PATHs to free and --reason TEXT", EXIT_USAGE)
-        patterns = _paths(paths)
-        place = discovery.locate()
-        address = resolve_endpoint(place, endpoint)
-
-        async def main_force():
-            async with open_connection(address) as conn:
-                by = agent or os.environ.get("USER") or "operator"
-                return await conn.request(m.Release(paths=patterns, force=True, reason=reason, by=by))
-
-        reply = trio.run(main_force)
+        by = agent or os.environ.get("USER") or "operator"
+        reply = ask(endpoint, m.Release(paths=_paths(paths), force=True, reason=reason, by=by))
     else:
         if not paths and not release_all:
             raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
@@ -472,14 +469,7 @@ def _status_text(reply: m.StatusReply) -> str:
 @handle_errors
 def status(endpoint, as_json):
     """Show the mode, agents (alive / stale / gone) and live claims."""
-    place = discovery.locate()
-    address = resolve_endpoint(place, endpoint)
-
-    async def main_status():
-        async with open_connection(address) as conn:
-            return await conn.request(m.Status())
-
-    reply = trio.run(main_status)
+    reply = ask(endpoint, m.Status())
     _out(as_json, _status_payload(reply), _status_text(reply))
 
 

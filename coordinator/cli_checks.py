@@ -23,7 +23,7 @@ from agents.client import AgentSession, open_agent, open_connection, resolve_end
 from protocol import messages as m
 
 from . import discovery
-from .cli import EXIT_REFUSED, EXIT_USAGE, Failure, agent_option, endpoint_option, handle_errors, json_option, main
+from .cli import EXIT_REFUSED, EXIT_USAGE, Failure, agent_option, ask, endpoint_option, handle_errors, json_option, main
 
 POLL_INTERVAL = 0.2
 
@@ -294,12 +294,7 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
     Plan.parse(text, plan_file)  # bad input is exit 2 before anything runs
     build = lambda s: m.PlanRun(plan=text, source=str(Path(plan_file).resolve()), cwd=os.getcwd(), session=s)  # noqa: E731
     if detach:
-
-        async def start_only():
-            async with open_connection(resolve_endpoint(discovery.locate(), endpoint)) as conn:
-                return await conn.request(build(None))
-
-        accepted = trio.run(start_only)
+        accepted = ask(endpoint, build(None))
         click.echo(json.dumps({"job": accepted.job}) if as_json else f"plan started: job {accepted.job}")
         return
     _finish(_run_job(agent, endpoint, build, as_json), as_json)
