@@ -61,6 +61,16 @@ class RequestFailed(LockstepError):
         self.message = error.message
 
 
+class UnexpectedReply(LockstepError):
+    """The coordinator answered with a reply of another type (mismatched versions?)."""
+
+
+def expect(reply: m.Reply, kind: type) -> m.Reply:
+    if not isinstance(reply, kind):
+        raise UnexpectedReply(f"the coordinator answered {type(reply).__name__} where {kind.__name__} was expected")
+    return reply
+
+
 class Connection:
     def __init__(self, endpoint: str, timeout: float, sock: TrioSocket) -> None:
         self.endpoint = endpoint
@@ -172,8 +182,7 @@ class AgentSession:
         return self.welcome.session
 
     async def hello(self) -> m.Welcome:
-        welcome = await self.conn.request(self._hello)
-        assert isinstance(welcome, m.Welcome)
+        welcome = expect(await self.conn.request(self._hello), m.Welcome)
         self.welcome = welcome
         if welcome.notice:
             self._on_notice(welcome.notice)

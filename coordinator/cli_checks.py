@@ -19,7 +19,7 @@ import click
 import msgspec
 import trio
 
-from agents.client import AgentSession, open_agent, open_connection, resolve_endpoint
+from agents.client import AgentSession, expect, open_agent, open_connection, resolve_endpoint
 from protocol import messages as m
 
 from . import discovery
@@ -59,12 +59,11 @@ async def _follow(session_or_conn, accepted: m.Reply, as_json: bool) -> m.Gate:
     conn = session_or_conn.conn if isinstance(session_or_conn, AgentSession) else session_or_conn
     if isinstance(accepted, m.Gate):  # decided without running (e.g. the repair bound)
         return accepted
-    assert isinstance(accepted, m.Accepted), accepted
+    expect(accepted, m.Accepted)
     shown = 0
     interactive = sys.stderr.isatty() and not as_json
     while True:
-        reply = await conn.request(m.JobQuery(job=accepted.job))
-        assert isinstance(reply, m.JobReply)
+        reply = expect(await conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
         if not as_json:
             for result in reply.results[shown:]:
                 _print_result(result)

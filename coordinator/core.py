@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from probes.model import KINDS as PROBE_KINDS
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.paths import Pattern
@@ -27,7 +28,6 @@ from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
-PROBE_KINDS = ("write", "build", "command", "http", "processes", "handoff")
 
 
 class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import msgspec
 
+from probes.config import MODES, VERIFY_POLICIES, Config, load_config
 from protocol.errors import PeerError
-
-MODES = ("parallel-strict", "parallel-warn", "serial")
-VERIFY_POLICIES = ("after-each-edit-batch", "before-final-answer", "off")
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,8 +50,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
     """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``, validated
     by probes.config), then ``overrides`` (flags; ``None`` means "not given")."""
-    from probes.config import Config, load_config
-
     config = load_config(repo_root) if repo_root is not None else Config()
     values: dict[str, object] = {
         **msgspec.structs.asdict(config.coordinator),
