@@ -39,6 +39,7 @@ from protocol.errors import LockstepError, single_errors
 from protocol.trio_zmq import TrioSocket
 
 DEFAULT_TIMEOUT = 2.0
+REDISCOVER_EVERY = 5  # heartbeats between looks at the state file (did the coordinator move?)
 
 
 def default_timeout() -> float:
@@ -99,6 +100,13 @@ class Connection:
             )
         finally:
             del self._waiting[req]
+
+    def move_to(self, endpoint: str) -> None:
+        """Follow a coordinator that came back at another endpoint."""
+        self._sock.socket.disconnect(self.endpoint)
+        self._sock.socket.connect(endpoint)
+        self._sock.wake_waiters()
+        self.endpoint = endpoint
 
     def send_oneway(self, message: m.Request) -> bool:
         return self._sock.send_multipart_nowait([encode(message)])
@@ -165,8 +173,9 @@ Notice = Callable[[str], None]
 class AgentSession:
     """One agent's session.  Use ``open_agent``; all methods are safe to call concurrently."""
 
-    def __init__(self, conn: Connection, hello: m.Hello, on_notice: Notice) -> None:
+    def __init__(self, conn: Connection, hello: m.Hello, on_notice: Notice, place: Place | None = None) -> None:
         self.conn = conn
+        self._place = place  # where to rediscover the coordinator (None: a fixed endpoint)
         self._hello = hello
         self._on_notice = on_notice
         self.welcome: m.Welcome | None = None
@@ -189,7 +198,8 @@ class AgentSession:
         return welcome
 
     async def _renew(self, stale_session: str) -> None:
-        """The coordinator forgot or expired our session: open a new one (no claims)."""
+        """Say hello again with our session: the coordinator resumes it if it is still
+        live (e.g. after a restart), else opens a new one with no claims and says so."""
         async with self._rehello_lock:
             if self.welcome is not None and self.welcome.session != stale_session:
                 return  # another task already did
@@ -198,14 +208,32 @@ class AgentSession:
             self._hello = msgspec.structs.replace(self._hello, session=None)
 
     async def _call(self, build: Callable[[str], m.Request]) -> m.Reply:
-        session = self.session
+        session, endpoint = self.session, self.conn.endpoint
         try:
             return await self.conn.request(build(session))
         except RequestFailed as exc:
             if exc.code not in ("session_expired", "unknown_session"):
                 raise
+        except CoordinatorUnreachable:
+            moved = self._rediscover() or self.conn.endpoint != endpoint  # (the heartbeat task may have moved us)
+            if not moved:
+                raise  # same endpoint: the socket reconnects by itself when it is back
         await self._renew(session)
         return await self.conn.request(build(self.session))
+
+    def _rediscover(self) -> bool:
+        """The coordinator may have restarted at another endpoint (a new tcp port): follow
+        its state file.  True if we moved; the caller then resumes the session."""
+        if self._place is None:
+            return False
+        try:
+            endpoint = resolve_endpoint(self._place)
+        except CoordinatorUnreachable:
+            return False
+        if endpoint == self.conn.endpoint:
+            return False
+        self.conn.move_to(endpoint)
+        return True
 
     async def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
         return await self._call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
@@ -230,8 +258,13 @@ class AgentSession:
         """Heartbeat; on a "session expired" answer, open a new session and say so."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_unsolicited)
-            while True:
+            for beat in itertools.count(1):
                 self.conn.send_oneway(m.Heartbeat(session=self.session))
+                if beat % REDISCOVER_EVERY == 0 and self._rediscover():
+                    try:
+                        await self._renew(self.session)
+                    except (CoordinatorUnreachable, RequestFailed) as exc:
+                        self._on_notice(f"the coordinator moved to {self.conn.endpoint} but did not answer: {exc}")
                 await trio.sleep(self.welcome.heartbeat)
 
     async def _watch_unsolicited(self) -> None:
@@ -280,7 +313,8 @@ async def open_agent(
     place = locate(cwd)
     address = resolve_endpoint(place, endpoint)
     async with open_connection(address, timeout) as conn:
-        agent = AgentSession(conn, make_hello(name, place, kind=kind, pid=pid), on_notice)
+        fixed = endpoint or os.environ.get("LOCKSTEP_ENDPOINT")
+        agent = AgentSession(conn, make_hello(name, place, kind=kind, pid=pid), on_notice, None if fixed else place)
         await agent.hello()
         try:
             with single_errors():

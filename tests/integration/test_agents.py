@@ -157,3 +157,25 @@ def test_a_clean_stop_saves_a_snapshot_and_the_next_start_restores_from_it(repo,
     coordinator(*FAST)
     assert {c["pattern"]: c["token"] for c in status(repo)["claims"]} == before
     assert cli("claim", "src/g.py", "--agent", "alice", "--json", cwd=repo.root).json["token"] > max(before.values())
+
+
+def test_an_agent_follows_a_coordinator_that_restarts_on_another_port(repo, coordinator, agents):
+    import socket
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def serve_on_new_ports():
+        return coordinator(*FAST, "--endpoint", f"tcp://127.0.0.1:{free_port()}", "--pub-endpoint", f"tcp://127.0.0.1:{free_port()}")
+
+    first = serve_on_new_ports()
+    alice = agents("alice", repo.root)
+    token = alice.do("claim", paths=["src/app.py"])["token"]
+    first.kill()
+    serve_on_new_ports()
+    # her next request times out on the old port, rediscovers, resumes the session
+    decision = alice.do("intent", paths=["src/app.py"], token=token, timeout=20)
+    assert decision["verdict"] == "allow" and decision["session"] == alice.session
+    assert agent_state(repo, "alice") == "alive"

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from .conftest import LOCKSTEP, cli, env_for, status, wait_until
+from .conftest import LOCKSTEP, cli, end_process, env_for, status, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
@@ -211,3 +211,18 @@ def test_top_once_and_json_show_the_coordinators_view(repo, coordinator):
     assert frame.rc == 0 and "alice" in frame.out and "src/api/" in frame.out and "checks in flight" in frame.out
     as_json = cli("top", "--json", cwd=repo.root)
     assert as_json.rc == 0 and as_json.json["claims"][0]["holder"] == "alice"
+
+
+def test_a_oneshot_session_bound_to_a_pid_ends_when_that_process_does(repo, coordinator):
+    coordinator(*FAST, "--lock-delay", "60")
+    owner = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert cli("claim", "src/", "--agent", "editor", "--pid", str(owner.pid), cwd=repo.root).rc == 0
+        assert next(a for a in status(repo)["agents"] if a["name"] == "editor")["pid"] == owner.pid
+        owner.kill()
+        owner.wait(10)
+        # lock_delay is 60s: only the pid watch frees it this fast
+        wait_until(lambda: cli("claim", "src/app.py", "--agent", "other", cwd=repo.other).rc == 0, timeout=10, what="the path to free")
+        assert next(a for a in status(repo)["agents"] if a["name"] == "editor")["state"] == "gone"
+    finally:
+        end_process(owner)
