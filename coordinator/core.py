@@ -12,6 +12,7 @@ reply to that peer and changes nothing; any other exception is a bug and propaga
 from __future__ import annotations
 
 import re
+import traceback
 from typing import Any
 
 import msgspec
@@ -22,7 +23,7 @@ from protocol.errors import LocalError, PeerError
 from protocol.paths import Pattern
 
 from . import policy
-from .effects import Effect, Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
+from .effects import Bug, Effect, Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
@@ -113,6 +114,12 @@ class Core:
                 raise LocalError(f"{type(message).__name__} handler recorded before refusing") from exc
             self._counts["errors"] += 1
             self._out.append(Send(peer, m.Error(req=req, code=exc.code, message=exc.message)))
+        except Exception as exc:  # a bug: answer it, keep serving everyone else
+            # Records already emitted were applied to the registry: they stay in the
+            # output so the ledger still says exactly what the registry holds.
+            self._counts["errors"] += 1
+            self._out.append(Bug(text=traceback.format_exc()))
+            self._out.append(Send(peer, m.Error(req=req, code="internal", message=f"the coordinator hit a bug handling {type(message).__name__}: {exc!r} (see coordinator.log)")))
         return self._flush()
 
     def reject(self, peer: Any, error: PeerError, req: int = 0) -> list[Effect]:

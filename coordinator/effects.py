@@ -57,4 +57,11 @@ class StartJob(msgspec.Struct, frozen=True, kw_only=True):
     request: Any  # the Check / Verify / PlanRun message
 
 
-Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob
+class Bug(msgspec.Struct, frozen=True, kw_only=True):
+    """The core hit a bug handling a message; it answered ``internal`` and kept going.
+    The shell logs ``text`` (a traceback)."""
+
+    text: str
+
+
+Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob | Bug

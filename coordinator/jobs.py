@@ -95,6 +95,9 @@ class JobRunner:
 
     # ------------------------------------------------------------------ entry points
 
+    def pool_statistics(self):
+        return self._pool.statistics()
+
     def start(self, nursery: trio.Nursery, effect: StartJob) -> None:
         view = JobView(effect.job, effect.kind, effect.agent)
         self._jobs[effect.job] = view

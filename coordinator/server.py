@@ -36,12 +36,12 @@ from ledger import Record as LedgerRecord
 from protocol.codec import decode_request, encode
 from protocol.errors import PeerError
 from probes.pool import open_probe_pool
-from protocol.messages import HARD_FRAME_LIMIT, JobQuery
+from protocol.messages import HARD_FRAME_LIMIT, JobQuery, StatusReply
 from protocol.trio_zmq import TrioSocket
 
 from .core import Core
 from .discovery import LEDGER_FILE, Place, remove_state, write_state
-from .effects import Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
+from .effects import Bug, Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
 from .jobs import JobRunner
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
@@ -131,6 +131,14 @@ class Server:
                 nursery.cancel_scope.cancel()
         log.info("stopped: %s", self._stop_reason)
         return self._stop_reason
+
+    def statistics(self) -> dict:
+        """The shell's components, for ``status`` and ``top`` (the core adds its own)."""
+        return {
+            "ledger": msgspec.to_builtins(self.ledger.statistics()),
+            "probes": msgspec.to_builtins(self._jobs.pool_statistics()),
+            "pids_watched": len(self._pids),
+        }
 
     def stop(self, reason: str) -> None:
         self._stop_reason = self._stop_reason or reason
@@ -259,7 +267,11 @@ class Server:
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
+                    if isinstance(message, StatusReply):
+                        message = msgspec.structs.replace(message, statistics={**message.statistics, **self.statistics()})
                     self._router.send_multipart_nowait([peer, encode(message)])
+                case Bug(text=text):
+                    log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
                 case Publish(kind=kind, message=message):
                     self._pub.send_multipart_nowait([kind.encode(), encode(message)])
                     self._jobs.observe(self._nursery, message)

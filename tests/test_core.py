@@ -386,3 +386,16 @@ def test_policy_off_does_not_gate_done():
     s = d.hello("dev")
     d.intent(s, "a.py")
     assert d.send(m.Done(session=s)).verdict == "pass"
+
+
+def test_a_bug_in_a_handler_is_answered_internal_and_the_core_keeps_serving(monkeypatch):
+    d = Driver()
+    a = d.hello("alice")
+
+    def broken(self, peer, msg, now):
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setitem(type(d.core)._HANDLERS, m.Intent, broken)
+    reply = d.send(m.Intent(session=a, paths=["x.py"]))
+    assert isinstance(reply, m.Error) and reply.code == "internal" and "oops" in reply.message
+    assert isinstance(d.claim(a, "x.py"), m.Granted)  # everyone else, and alice, still served

@@ -58,8 +58,12 @@ class Repo:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
-    root = tmp_path / "repo"
-    root.mkdir()
+    return make_repo(tmp_path / "repo")
+
+
+def make_repo(root: Path) -> Repo:
+    """A git repository with one commit and a second worktree beside it."""
+    root.mkdir(parents=True)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "t@example.com")
     _git(root, "config", "user.name", "t")
@@ -67,7 +71,7 @@ def repo(tmp_path: Path) -> Repo:
     (root / "src" / "app.py").write_text("print('hi')\n")
     _git(root, "add", ".")
     _git(root, "commit", "-q", "-m", "init")
-    other = tmp_path / "wt-bob"
+    other = root.parent / "wt-bob"
     _git(root, "worktree", "add", "-q", str(other))
     return Repo(root=root, other=other)
 
@@ -140,11 +144,11 @@ class Coordinator:
 
 
 @pytest.fixture
-def coordinator(repo: Repo):
-    """``coordinator(*serve_args)`` starts one for ``repo``; all are ended afterwards."""
+def coordinator_in():
+    """``coordinator_in(repo, *serve_args)`` starts one; all are ended afterwards."""
     started: list[Coordinator] = []
 
-    def start(*args: str) -> Coordinator:
+    def start(repo: Repo, *args: str) -> Coordinator:
         c = Coordinator(repo, args).start()
         started.append(c)
         return c
@@ -152,6 +156,12 @@ def coordinator(repo: Repo):
     yield start
     for c in started:
         c.stop()
+
+
+@pytest.fixture
+def coordinator(repo: Repo, coordinator_in):
+    """``coordinator(*serve_args)`` starts one for ``repo``."""
+    return lambda *args: coordinator_in(repo, *args)
 
 
 class AgentProc:

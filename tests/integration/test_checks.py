@@ -327,3 +327,52 @@ def test_after_each_edit_batch_the_coordinator_verifies_by_itself(repo, coordina
     wait_until(lambda: cli("done", "--agent", "dev", cwd=repo.root).rc == 0, timeout=30, what="the automatic verify run")
     finished = [e for e in _ledger(repo) if e["kind"] == "verify.finished"]
     assert len(finished) == 1 and finished[0]["agent"] == "dev"
+
+
+RULES = """
+[checks.ok]
+cmd = "true"
+
+[[probe]]
+name = "deploy"
+kind = "command"
+cmd = "false"
+
+[[rule]]
+finding = "side effect missing"
+response = "block_agent"
+message = "it claimed an effect it did not have"
+
+[[rule]]
+finding = "command failed"
+probe = "deploy"
+response = "touch"
+path = "dist/index.html"
+
+[[rule]]
+finding = "timed out"
+response = "queue_task"
+task = "find out why the check hangs"
+agent = "ops"
+"""
+
+
+def test_configured_rules_block_an_agent_touch_a_file_and_queue_a_task(repo, coordinator):
+    (repo.root / "lockstep.toml").write_text(RULES)  # rules are read when serve starts
+    coordinator(*FAST)
+    # a claimed side effect that did not happen: the agent is blocked until it verifies
+    assert cli("check", "command", "--agent", "dev", "--creates", "never.txt", "--", "true", cwd=repo.root).rc == 1
+    blocked = cli("intent", "src/app.py", "--agent", "dev", "--json", cwd=repo.root)
+    assert blocked.rc == 1 and "blocked by a rule" in blocked.json["reason"]
+    assert cli("verify", "--agent", "dev", cwd=repo.root).rc == 0
+    assert cli("intent", "src/app.py", "--agent", "dev", cwd=repo.root).rc == 0
+    # a failing deploy check touches the entry point
+    (repo.root / "dist").mkdir()
+    touched = cli("check", "command", "--name", "deploy", "--json", "--", "false", cwd=repo.root)
+    assert touched.rc == 1 and touched.json["responses"][0]["action"] == "touch"
+    assert (repo.root / "dist" / "index.html").exists()
+    # a hang queues a task for the operator's agent
+    assert cli("check", "command", "--timeout", "0.5", "--", "sleep", "30", cwd=repo.root).rc == 1
+    queued = [e for e in _ledger(repo) if e["kind"] == "task.queued"]
+    assert queued and queued[0]["agent"] == "ops" and queued[0]["data"]["task"] == "find out why the check hangs"
+    assert [e["data"]["action"] for e in _ledger(repo) if e["kind"] == "rule.response"] == ["block_agent", "touch", "queue_task"]

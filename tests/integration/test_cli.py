@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from .conftest import LOCKSTEP, cli, end_process, env_for, status, wait_until
+from .conftest import LOCKSTEP, cli, end_process, env_for, make_repo, pid_gone, status, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
@@ -226,3 +226,26 @@ def test_a_oneshot_session_bound_to_a_pid_ends_when_that_process_does(repo, coor
         assert next(a for a in status(repo)["agents"] if a["name"] == "editor")["state"] == "gone"
     finally:
         end_process(owner)
+
+
+def test_detach_returns_once_serving_and_the_state_dir_is_private(repo):
+    started = cli("serve", "--detach", "--json", *FAST, cwd=repo.root, timeout=30)
+    try:
+        assert started.rc == 0
+        info = started.json
+        assert info["endpoints"][0].startswith("ipc://") and status(repo)["epoch"] == 1
+        assert (repo.state_dir.stat().st_mode & 0o777) == 0o700
+        assert (repo.state_dir / "coordinator.log").exists()
+    finally:
+        assert cli("stop", cwd=repo.root).rc == 0
+    wait_until(lambda: pid_gone(info["pid"]), what="the detached coordinator to exit")
+
+
+def test_a_repository_too_deep_for_a_unix_socket_path_still_gets_one(tmp_path, coordinator_in):
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5, "repo")
+    repo = make_repo(deep)
+    assert len(str(repo.state_dir / "pub.sock")) > 107
+    coordinator_in(repo, *FAST)
+    state = status(repo)
+    assert state["endpoints"][0].startswith("ipc://@lockstep-")
+    assert cli("claim", "x.py", "--agent", "deep", cwd=repo.other).rc == 0
