@@ -113,12 +113,12 @@ def test_an_agent_that_never_heartbeats_after_hello_goes_stale(repo, coordinator
 
 
 def test_a_paused_coordinator_extends_leases_when_it_wakes(repo, coordinator, agents):
-    c = coordinator(*FAST)
+    c = coordinator("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")  # silence limit 1s
     alice = agents("alice", repo.root)
     alice.do("claim", paths=["src/app.py"])
     alice.signal(signal.SIGSTOP)  # alice is silent while the coordinator is paused...
     c.proc.send_signal(signal.SIGSTOP)
-    time.sleep(2.0)  # the pause itself (3x the silence limit), not a synchronisation
+    time.sleep(3.0)  # the pause itself (3x the silence limit), not a synchronisation
     alice.signal(signal.SIGCONT)
     c.proc.send_signal(signal.SIGCONT)
     # ...but a paused coordinator does not count its own pause as anyone's silence
