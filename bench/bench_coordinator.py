@@ -584,7 +584,7 @@ class Bench:
         """n sockets over the workers; with names_prefix each socket says hello as its own agent."""
         parts = split(list(range(n)), len(self.workers))
         per = []
-        for wid, idx in enumerate(parts):
+        for _wid, idx in enumerate(parts):
             if names_prefix:
                 per.append({"n": len(idx), "names": [f"{names_prefix}-{i}" for i in idx], "repo": repo})
             else:

@@ -229,7 +229,7 @@ class JobRunner:
             outcome = await self._carry_out(response, view)
             data = {"job": view.job, **msgspec.to_builtins(response), "outcome": outcome}
             data.pop("at", None)
-            await self._apply(lambda now, data=data: self._core.note("rule.response", response.agent, data, now))
+            await self._apply(lambda now, data=data, agent=response.agent: self._core.note("rule.response", agent, data, now))
             done.append(data)
         return done
 

@@ -3,7 +3,6 @@ tested with the core: tests/test_core.py, tests/integration/test_checks.py)."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
