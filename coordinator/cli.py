@@ -23,14 +23,19 @@ import click
 import msgspec
 import trio
 
-from agents.client import CoordinatorUnreachable, RequestFailed, open_agent, open_connection, resolve_endpoint
+from agents.client import (
+    CoordinatorUnreachable,
+    RequestFailed,
+    open_agent,
+    open_connection,
+    resolve_endpoint,
+)
 from agents.paths import repo_relative
+from probes.config import parse_duration
 from protocol import messages as m
 from protocol.errors import LockstepError, PeerError
 
 from . import discovery
-from probes.config import parse_duration
-
 from .settings import MODES, load_settings
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3

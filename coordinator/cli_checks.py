@@ -19,11 +19,27 @@ import click
 import msgspec
 import trio
 
-from agents.client import AgentSession, expect, open_agent, open_connection, resolve_endpoint
+from agents.client import (
+    AgentSession,
+    expect,
+    open_agent,
+    open_connection,
+    resolve_endpoint,
+)
 from protocol import messages as m
 
 from . import discovery
-from .cli import EXIT_REFUSED, EXIT_USAGE, Failure, agent_option, ask, endpoint_option, handle_errors, json_option, main
+from .cli import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Failure,
+    agent_option,
+    ask,
+    endpoint_option,
+    handle_errors,
+    json_option,
+    main,
+)
 
 POLL_INTERVAL = 0.2
 

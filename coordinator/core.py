@@ -23,7 +23,16 @@ from protocol.paths import Pattern
 
 from . import policy
 from .checks import CheckHandlers
-from .effects import Bug, Effect, Publish, Record, Send, StopServing, UnwatchPid, WatchPid
+from .effects import (
+    Bug,
+    Effect,
+    Publish,
+    Record,
+    Send,
+    StopServing,
+    UnwatchPid,
+    WatchPid,
+)
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 

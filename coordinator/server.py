@@ -33,15 +33,24 @@ import zmq
 
 from ledger import Ledger
 from ledger import Record as LedgerRecord
+from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode
 from protocol.errors import PeerError
-from probes.pool import open_probe_pool
 from protocol.messages import HARD_FRAME_LIMIT, JobQuery, StatusReply
 from protocol.trio_zmq import TrioSocket
 
 from .core import Core
 from .discovery import LEDGER_FILE, Place, remove_state, write_state
-from .effects import Bug, Publish, Record, Send, StartJob, StopServing, UnwatchPid, WatchPid
+from .effects import (
+    Bug,
+    Publish,
+    Record,
+    Send,
+    StartJob,
+    StopServing,
+    UnwatchPid,
+    WatchPid,
+)
 from .jobs import JobRunner
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot

@@ -35,7 +35,13 @@ Tables: ``events(id, ts, epoch, kind, agent, session, token, data)``,
 ``PRAGMA user_version`` (see ``ledger._schema``).
 """
 
-from ._errors import InvalidRecord, LedgerClosed, LedgerError, LedgerMissing, LedgerVersionError
+from ._errors import (
+    InvalidRecord,
+    LedgerClosed,
+    LedgerError,
+    LedgerMissing,
+    LedgerVersionError,
+)
 from ._schema import SCHEMA_VERSION
 from ._store import (
     KEEP_SNAPSHOTS,

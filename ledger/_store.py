@@ -38,7 +38,13 @@ import msgspec
 from sqlite_utils import Database
 from sqlite_utils.db import NotFoundError
 
-from ._errors import InvalidRecord, LedgerClosed, LedgerError, LedgerMissing, LedgerVersionError
+from ._errors import (
+    InvalidRecord,
+    LedgerClosed,
+    LedgerError,
+    LedgerMissing,
+    LedgerVersionError,
+)
 from ._schema import SCHEMA_VERSION, check_version, migrate, user_version
 
 __all__ = [

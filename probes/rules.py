@@ -49,7 +49,12 @@ from probes.config import (
     Config,
     Rule,
 )
-from probes.model import BUILD_PRODUCED_NOTHING, ENDPOINT_FAILING, WRITE_LOST, ProbeResult
+from probes.model import (
+    BUILD_PRODUCED_NOTHING,
+    ENDPOINT_FAILING,
+    WRITE_LOST,
+    ProbeResult,
+)
 from protocol.errors import LocalError
 
 ANY_FINDING = "*"

@@ -31,9 +31,9 @@ from ledger import (
     LedgerMissing,
     LedgerVersionError,
     Record,
+    _schema,
     open_readonly,
 )
-from ledger import _schema
 from protocol.errors import LocalError, LockstepError
 
 ROOT = Path(__file__).resolve().parents[1]

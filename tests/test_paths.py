@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 from protocol import paths
 from protocol.errors import PeerError
-from protocol.paths import MAX_PATTERN_CHARS, MAX_SEGMENTS, Pattern, PatternIndex, canonical, overlaps
+from protocol.paths import (
+    MAX_PATTERN_CHARS,
+    MAX_SEGMENTS,
+    Pattern,
+    PatternIndex,
+    canonical,
+    overlaps,
+)
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

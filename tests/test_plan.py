@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes.config import ConfigError, Probe, parse_config
-from protocol.errors import LocalError
 from probes.plan import (
     EVENTS,
     PLAN_STATES,
@@ -32,6 +31,7 @@ from probes.plan import (
     TransitionRecord,
     WaitForAgent,
 )
+from protocol.errors import LocalError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plans.md"
 

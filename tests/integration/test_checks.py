@@ -13,7 +13,6 @@ import threading
 import uuid
 
 import psutil
-
 import pytest
 
 from .conftest import LOCKSTEP, cli, end_process, env_for, wait_until

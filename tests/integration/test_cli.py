@@ -8,7 +8,16 @@ import socket
 import subprocess
 import sys
 
-from .conftest import LOCKSTEP, cli, end_process, env_for, make_repo, pid_gone, status, wait_until
+from .conftest import (
+    LOCKSTEP,
+    cli,
+    end_process,
+    env_for,
+    make_repo,
+    pid_gone,
+    status,
+    wait_until,
+)
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
