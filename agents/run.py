@@ -8,6 +8,7 @@ we heartbeat until CMD exits, say bye, and exit with CMD's status.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -26,24 +27,31 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_as_agent(name: str, argv: list[str], endpoint: str | None = None) -> int:
+def run_as_agent(name: str, argv: list[str], endpoint: str | None = None, as_json: bool = False) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        print("lockstep run: no command given (lockstep run --agent NAME -- CMD ...)", file=sys.stderr)
-        return 2
-    return trio.run(_run, name, argv, endpoint)
+        return _fail(as_json, "bad_request", "no command given (lockstep run --agent NAME -- CMD ...)", 2)
+    return trio.run(_run, name, argv, endpoint, as_json)
 
 
-async def _run(name: str, argv: list[str], endpoint: str | None) -> int:
+def _fail(as_json: bool, code: str, message: str, status: int) -> int:
+    """Report lockstep's own failure (CMD's output is CMD's business)."""
+    if as_json:
+        print(json.dumps({"error": {"code": code, "message": message}}))
+    else:
+        print(f"lockstep run: {message}", file=sys.stderr)
+    return status
+
+
+async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool) -> int:
     try:
         async with open_agent(name, endpoint=endpoint, kind="run") as agent:
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)
             except OSError as exc:
-                print(f"lockstep run: cannot start {argv[0]}: {exc}", file=sys.stderr)
-                return 127
+                return _fail(as_json, "bad_request", f"cannot start {argv[0]}: {exc}", 127)
             with trio.open_signal_receiver(*FORWARDED) as signals, single_errors():
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_forward, signals, process)
@@ -52,11 +60,10 @@ async def _run(name: str, argv: list[str], endpoint: str | None) -> int:
                     nursery.cancel_scope.cancel()
             return exit_status(returncode)
     except CoordinatorUnreachable as exc:
-        print(f"lockstep run: {exc}; not starting {argv[0]}", file=sys.stderr)
-        return 3
+        return _fail(as_json, "unreachable", f"{exc}; not starting {argv[0]}", 3)
     except RequestFailed as exc:
-        print(f"lockstep run: {exc.message}", file=sys.stderr)
-        return 2 if exc.code in ("bad_agent", "bad_request", "wrong_repo", "version") else 1
+        status = 2 if exc.code in ("bad_agent", "bad_request", "wrong_repo", "version") else 1
+        return _fail(as_json, exc.code, exc.message, status)
 
 
 async def _forward(signals, process: trio.Process) -> None:

@@ -39,6 +39,7 @@ from . import discovery
 from .settings import MODES, load_settings
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
 # Error codes that mean "your input is wrong" (exit 2); every other error code exits 1.
 BAD_INPUT_CODES = {"malformed", "unknown_type", "version", "too_large", "bad_path", "bad_agent", "bad_request", "wrong_repo"}
 
@@ -227,7 +228,7 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
             f"endpoint {', '.join(info.get('endpoints', ['?']))}); stop it with `lockstep stop`",
             EXIT_REFUSED,
         ) from None
-    _setup_logging(state_dir, foreground=True)
+    _setup_logging(state_dir, foreground=not os.environ.get(DETACHED_ENV))
     from .server import Server
 
     try:
@@ -247,7 +248,7 @@ def _pub_beside(endpoint: str) -> str:
 
 def _setup_logging(state_dir: Path, foreground: bool) -> None:
     handlers: list[logging.Handler] = [logging.FileHandler(state_dir / discovery.LOG_FILE)]
-    if foreground and sys.stderr.isatty():
+    if foreground:  # a detached coordinator's stderr is the log file already
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True)
 
@@ -263,6 +264,7 @@ def _serve_detached(place: discovery.Place, as_json: bool) -> None:
             stdout=log_file,
             stderr=log_file,
             start_new_session=True,
+            env={**os.environ, DETACHED_ENV: "1"},
         )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -554,9 +556,10 @@ def top(once, endpoint, as_json):
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--agent", metavar="NAME", envvar="LOCKSTEP_AGENT", help="The agent's name (default LOCKSTEP_AGENT).")
 @endpoint_option
+@json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run(agent, endpoint, command):
+def run(agent, endpoint, as_json, command):
     """Run COMMAND as agent NAME: lockstep run --agent NAME -- CMD ARGS...
 
     Registers NAME with CMD's pid watched, heartbeats for it, sets LOCKSTEP_AGENT=NAME
@@ -566,13 +569,14 @@ def run(agent, endpoint, command):
     """
     from agents.run import run_as_agent
 
-    sys.exit(run_as_agent(_need_agent(agent), list(command), endpoint))
+    sys.exit(run_as_agent(_need_agent(agent), list(command), endpoint, as_json))
 
 
 @main.command()
 @click.option("--keep", is_flag=True, help="Keep the throwaway repository (its path is printed).")
+@json_option
 @handle_errors
-def demo(keep):
+def demo(keep, as_json):
     """A two-minute tour: a throwaway repository, three worktrees, three agents.
 
     Starts a coordinator, shows claims granted and refused, an intent blocked, one
@@ -580,7 +584,7 @@ def demo(keep):
     """
     from .demo import run_demo
 
-    sys.exit(run_demo(keep=keep))
+    sys.exit(run_demo(keep=keep, as_json=as_json))
 
 
 # check, verify, done and plan live in their own module; importing it registers them.

@@ -75,18 +75,31 @@ def _wait(predicate, what: str, timeout: float = 15.0):
     raise DemoFailed(f"timed out waiting for {what}")
 
 
-def _say(step: str, text: str, ok: bool | None = None) -> None:
-    mark = {True: click.style("✓", fg="green"), False: click.style("✗", fg="red"), None: "•"}[ok]
-    click.echo(f"  {mark} {click.style(step, bold=True)}  {text}")
+class _Narrator:
+    """Tells the story on stdout, or, with --json, on stderr while keeping the steps for
+    the JSON summary printed at the end."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.steps: list[dict] = []
+
+    def echo(self, text: str) -> None:
+        click.echo(text, err=self.as_json)
+
+    def say(self, step: str, text: str, ok: bool | None = None) -> None:
+        self.steps.append({"step": step, "text": text, "ok": ok})
+        mark = {True: click.style("✓", fg="green"), False: click.style("✗", fg="red"), None: "•"}[ok]
+        self.echo(f"  {mark} {click.style(step, bold=True)}  {text}")
 
 
-def run_demo(keep: bool = False) -> int:
+def run_demo(keep: bool = False, as_json: bool = False) -> int:
+    story = _Narrator(as_json)
     base = Path(tempfile.mkdtemp(prefix="lockstep-demo-"))
     coordinator = run = None
     try:
-        click.echo(click.style("Lockstep demo", bold=True) + f"  (a throwaway repository in {base})\n")
+        story.echo(click.style("Lockstep demo", bold=True) + f"  (a throwaway repository in {base})\n")
         repo, trees = _make_repo(base)
-        _say("setup", "git repository 'shop' with worktrees for alice, bob and carol")
+        story.say("setup", "git repository 'shop' with worktrees for alice, bob and carol")
 
         coordinator = subprocess.Popen(
             [*LOCKSTEP, "serve", "--heartbeat", "0.5", "--lock-delay", "5"],
@@ -94,7 +107,7 @@ def run_demo(keep: bool = False) -> int:
         )
         state_file = repo / ".git" / "lockstep" / "coordinator.json"
         _wait(lambda: state_file.exists() and json.loads(state_file.read_text()).get("pid") == coordinator.pid, "the coordinator")
-        _say("serve", f"coordinator pid {coordinator.pid}, mode parallel-strict, heartbeat 0.5s x 3")
+        story.say("serve", f"coordinator pid {coordinator.pid}, mode parallel-strict, heartbeat 0.5s x 3")
 
         # alice works through `lockstep run`: her command claims src/api/ and keeps working
         script = "import subprocess,sys; subprocess.run(sys.argv[1:]+['claim','src/api/','--json']); sys.stdin.read()"
@@ -104,35 +117,35 @@ def run_demo(keep: bool = False) -> int:
         )
         alice_claim = _wait(lambda: next((c for c in _call(repo, "status")[1]["claims"] if c["holder"] == "alice"), None), "alice's claim")
         alice_pid = next(a["pid"] for a in _call(repo, "status")[1]["agents"] if a["name"] == "alice")
-        _say("alice", f"`lockstep run` claims src/api/ from her worktree → granted, token {alice_claim['token']} (pid {alice_pid} watched)", True)
+        story.say("alice", f"`lockstep run` claims src/api/ from her worktree → granted, token {alice_claim['token']} (pid {alice_pid} watched)", True)
 
         rc, out = _call(trees["bob"], "claim", "src/api/handlers.py", "--agent", "bob")
-        _say("bob", f"claims src/api/handlers.py from another worktree → refused: {out.get('reason')}", rc == 1 or None)
+        story.say("bob", f"claims src/api/handlers.py from another worktree → refused: {out.get('reason')}", rc == 1 or None)
         rc, out = _call(trees["bob"], "claim", "docs/", "--agent", "bob")
-        _say("bob", f"claims docs/ instead → granted, token {out['token']}", rc == 0)
+        story.say("bob", f"claims docs/ instead → granted, token {out['token']}", rc == 0)
         rc, out = _call(trees["bob"], "intent", "src/api/routes.py", "--agent", "bob")
-        _say("bob", f"is about to write src/api/routes.py → {out['verdict']}: held by {', '.join(out['holders'])}", rc == 1)
+        story.say("bob", f"is about to write src/api/routes.py → {out['verdict']}: held by {', '.join(out['holders'])}", rc == 1)
         rc, out = _call(trees["carol"], "intent", "src/ui/app.tsx", "--agent", "carol")
-        _say("carol", f"is about to write src/ui/app.tsx → {out['verdict']}, auto-claimed with token {out['token']}", rc == 0)
+        story.say("carol", f"is about to write src/ui/app.tsx → {out['verdict']}, auto-claimed with token {out['token']}", rc == 0)
         rc, out = _call(trees["carol"], "claim", "src/**/*.py", "--agent", "carol")
-        _say("carol", f"claims the glob src/**/*.py → refused (it overlaps src/api/): holder {out['conflicts'][0]['holder']}", rc == 1)
+        story.say("carol", f"claims the glob src/**/*.py → refused (it overlaps src/api/): holder {out['conflicts'][0]['holder']}", rc == 1)
 
         os.kill(alice_pid, signal.SIGKILL)
         killed = time.monotonic()
-        _say("kill", f"alice's process {alice_pid} gets SIGKILL, mid-work")
+        story.say("kill", f"alice's process {alice_pid} gets SIGKILL, mid-work")
         _wait(lambda: not any(c["holder"] == "alice" for c in _call(repo, "status")[1]["claims"]), "alice's claims to go")
-        _say("alice", f"gone; her claims were released {time.monotonic() - killed:.2f}s later (pid watch: no lock delay)", True)
+        story.say("alice", f"gone; her claims were released {time.monotonic() - killed:.2f}s later (pid watch: no lock delay)", True)
         rc, out = _call(trees["bob"], "claim", "src/api/handlers.py", "--agent", "bob")
-        _say("bob", f"claims src/api/handlers.py again → granted, token {out.get('token')}", rc == 0)
+        story.say("bob", f"claims src/api/handlers.py again → granted, token {out.get('token')}", rc == 0)
         _, state = _call(repo, "status")
         rc, out = _call(trees["alice"], "intent", "src/api/routes.py", "--agent", "alice", "--token", str(alice_claim["token"]))
-        _say("fence", f"a late write with alice's old token {alice_claim['token']} → {out['verdict']}", rc == 1)
+        story.say("fence", f"a late write with alice's old token {alice_claim['token']} → {out['verdict']}", rc == 1)
 
-        click.echo("\n" + click.style("Where things stand", bold=True))
+        story.echo("\n" + click.style("Where things stand", bold=True))
         for agent in state["agents"]:
-            click.echo(f"    {agent['name']:<7} {agent['state']:<6} {agent['reason']}")
+            story.echo(f"    {agent['name']:<7} {agent['state']:<6} {agent['reason']}")
         for claim in state["claims"]:
-            click.echo(f"    {claim['pattern']:<22} {claim['holder']:<7} token {claim['token']} ({claim['access']})")
+            story.echo(f"    {claim['pattern']:<22} {claim['holder']:<7} token {claim['token']} ({claim['access']})")
         ledger = repo / ".git" / "lockstep" / "ledger.db"
         counts = subprocess.run(
             [*LOCKSTEP, "ledger", "tail", "-n", "1000", "--json"], cwd=repo, env=_env(), capture_output=True, text=True
@@ -141,9 +154,12 @@ def run_demo(keep: bool = False) -> int:
         for line in counts:
             kind = json.loads(line)["kind"]
             kinds[kind] = kinds.get(kind, 0) + 1
-        click.echo("\n" + click.style("The ledger", bold=True) + f" ({ledger}): " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
-        click.echo("\nNext: run `lockstep serve` in your repository, then `lockstep run --agent NAME -- your-agent`.")
-        return 0
+        story.echo("\n" + click.style("The ledger", bold=True) + f" ({ledger}): " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+        story.echo("\nNext: run `lockstep serve` in your repository, then `lockstep run --agent NAME -- your-agent`.")
+        ok = all(step["ok"] is not False for step in story.steps)
+        if as_json:
+            click.echo(json.dumps({"ok": ok, "steps": story.steps, "agents": state["agents"], "claims": state["claims"], "ledger": kinds}))
+        return 0 if ok else 1
     except (DemoFailed, subprocess.SubprocessError, OSError, KeyError) as exc:
         click.echo(f"lockstep demo failed: {exc}", err=True)
         return 1
@@ -156,6 +172,6 @@ def run_demo(keep: bool = False) -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
         if keep:
-            click.echo(f"(kept {base})")
+            story.echo(f"(kept {base})")
         else:
             shutil.rmtree(base, ignore_errors=True)

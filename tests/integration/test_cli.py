@@ -170,6 +170,8 @@ def test_run_refuses_a_live_name_and_forwards_signals(repo, coordinator, tmp_pat
         assert run.stdout.readline().strip() == "ready"
         again = cli("run", "--agent", "busy", "--", "true", cwd=repo.other)
         assert again.rc == 1 and "already live" in again.err
+        as_json = cli("run", "--agent", "busy", "--json", "--", "true", cwd=repo.other)
+        assert as_json.rc == 1 and as_json.json["error"]["code"] == "agent_live"
         run.send_signal(signal.SIGTERM)
         assert run.wait(10) == 5 and marker.exists()
     finally:
