@@ -180,8 +180,17 @@ class JobRunner:
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, view.kind, gate, now))
 
+    async def _worktree_of(self, cwd: str) -> Path:
+        """The worktree holding ``cwd``; a directory of another repository is refused
+        (probes run commands: only in this repository's worktrees)."""
+        place = await trio.to_thread.run_sync(locate, cwd)
+        if place.repo_id != self._core.repo:
+            raise PeerError("bad_path", f"{cwd} is not in a worktree of {self._core.repo}")
+        return place.worktree
+
     async def _specs(self, view: JobView, request: m.Request) -> list[ProbeSpec]:
         cwd = request.cwd or str(self._repo_root)
+        root = await self._worktree_of(cwd)
         if view.kind == "check":
             probe: m.ProbeRequest = request.probe
             params = dict(probe.params)
@@ -191,7 +200,6 @@ class JobRunner:
             if probe.timeout is not None:
                 spec = msgspec.structs.replace(spec, timeout=probe.timeout)
             return [spec]
-        root = (await trio.to_thread.run_sync(locate, cwd)).worktree
         config = await trio.to_thread.run_sync(load_config, root)
         if not config.checks:
             raise ProbeError(
@@ -287,6 +295,7 @@ class JobRunner:
         plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name())
         machine = plans.PlanMachine.replay(plan, records) if records else plans.PlanMachine(plan)
         cwd = request.cwd or str(self._repo_root)
+        await self._worktree_of(cwd)
         view.total = len(plan.steps)
         while True:
             action = machine.next_action()

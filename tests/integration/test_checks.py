@@ -378,3 +378,13 @@ def test_configured_rules_block_an_agent_touch_a_file_and_queue_a_task(repo, coo
     queued = [e for e in _ledger(repo) if e["kind"] == "task.queued"]
     assert queued and queued[0]["agent"] == "ops" and queued[0]["data"]["task"] == "find out why the check hangs"
     assert [e["data"]["action"] for e in _ledger(repo) if e["kind"] == "rule.response"] == ["block_agent", "touch", "queue_task"]
+
+
+def test_checks_run_only_in_this_repositorys_worktrees(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    result = cli("check", "command", "--json", "--", "true", cwd=elsewhere, env={"LOCKSTEP_ENDPOINT": endpoint})
+    assert result.rc == 1 and "is not in a worktree of" in result.json["reason"]
+    assert cli("check", "command", "--", "true", cwd=repo.other).rc == 0
