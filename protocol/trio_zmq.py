@@ -69,9 +69,11 @@ class TrioSocket:
         return sum(flag for flag, count in self._waiter_count_by_flag.items()
                    if count - (flag == my_flag) > 0)
 
-    async def _wait_for(self, flag: int) -> None:
-        """Return once ``EVENTS & flag``; raise ``trio.ClosedResourceError`` on close."""
+    async def _wait_for(self, flag: int) -> bool:
+        """Return once ``EVENTS & flag``; raise ``trio.ClosedResourceError`` on close.
+        Returns whether it had to wait (and so passed through the scheduler)."""
         self._waiter_count_by_flag[flag] += 1
+        waited = False
         try:
             while True:
                 if self._closed:
@@ -80,7 +82,8 @@ class TrioSocket:
                 if events & self._flags_wanted_by_others(flag):
                     self.wake_waiters()
                 if events & flag:
-                    return
+                    return waited
+                waited = True
                 if self._fd_waiter_scope is None:
                     with trio.CancelScope() as scope:  # cancelled = "re-check EVENTS"
                         self._fd_waiter_scope = scope
@@ -96,9 +99,15 @@ class TrioSocket:
                 self._parked_waiters.unpark_all()  # nobody watches the fd: one must take it
 
     async def wait_readable(self) -> None:
-        """Return when the socket has a message to receive (``EVENTS & POLLIN``)."""
-        await trio.lowlevel.checkpoint()
-        await self._wait_for(zmq.POLLIN)
+        """Return when the socket has a message to receive (``EVENTS & POLLIN``).
+
+        Always a checkpoint, but only one: a wake-up from the fd is already a pass
+        through the scheduler (this loop runs once per burst of messages, so a second
+        pass per wake-up showed up as CPU under many idle-ish agents).  After a
+        ready-at-once checkpoint another task may have taken the message: callers
+        that drain must accept an empty batch."""
+        if not await self._wait_for(zmq.POLLIN):
+            await trio.lowlevel.checkpoint()
 
     # -- non-blocking calls -------------------------------------------------------------
 
