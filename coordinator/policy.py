@@ -50,6 +50,8 @@ def _hold_conflict(hold: Hold, now: float) -> Conflict:
 
 
 def hold_conflicts(registry: Registry, agent: str, pattern: Pattern, now: float) -> list[Conflict]:
+    if not registry.holds:  # the usual case: skip the index walk
+        return []
     return [
         _hold_conflict(hold, now)
         for _, hold in registry.holds.overlapping(pattern)
