@@ -587,8 +587,9 @@ def demo(keep, as_json):
     sys.exit(run_demo(keep=keep, as_json=as_json))
 
 
-# check, verify, done and plan live in their own module; importing it registers them.
-from . import cli_checks  # noqa: E402,F401
+# check, verify, done, plan, hook and guard live in their own modules; importing them
+# registers them.
+from . import cli_checks, cli_hooks  # noqa: E402,F401
 
 if __name__ == "__main__":  # python -m coordinator.cli: run the registered module's group
     from coordinator.cli import main as registered_main

@@ -1,0 +1,88 @@
+"""The git guard: a pre-commit / pre-push hook that refuses to commit or push files
+another live agent holds.
+
+Installed once into the repository's common hooks folder, it runs in every worktree.
+As an agent (``LOCKSTEP_AGENT``, as ``lockstep run`` sets it) each touched file is a
+write intent: blocked files stop the commit, allowed ones are claimed for the agent
+(committing a file is writing it).  Without an agent name (a person committing) a file
+is refused if any live agent holds a claim on it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from protocol.errors import LockstepError
+
+ZERO_SHA = "0" * 40
+HOOKS = ("pre-commit", "pre-push")
+
+
+class GuardError(LockstepError):
+    pass
+
+
+def _git(cwd: Path, *args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    except subprocess.CalledProcessError as exc:
+        raise GuardError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
+
+
+def staged_files(worktree: Path) -> list[str]:
+    """Repo-relative paths the commit would add or change (not deletions' targets only)."""
+    out = _git(worktree, "diff", "--cached", "--name-only", "--diff-filter=ACMRD", "-z")
+    return [p for p in out.split("\0") if p]
+
+
+def pushed_files(worktree: Path, updates: str) -> list[str]:
+    """Files changed by the commits a push sends (git gives ``local-ref local-sha
+    remote-ref remote-sha`` lines on stdin)."""
+    files: set[str] = set()
+    for line in updates.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[1] == ZERO_SHA:
+            continue  # a deletion pushes no files
+        local, remote = parts[1], parts[3]
+        if remote == ZERO_SHA:  # a new branch: what it has beyond every remote branch
+            out = _git(worktree, "log", "--format=", "--name-only", local, "--not", "--remotes")
+        else:
+            out = _git(worktree, "diff", "--name-only", f"{remote}..{local}")
+        files.update(p for p in out.splitlines() if p)
+    return sorted(files)
+
+
+def install(worktree: Path) -> list[Path]:
+    """Write the hooks into the common hooks folder (every worktree uses it)."""
+    hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
+    folder = (worktree / hooks_path) if hooks_path else Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
+    if not folder.is_absolute():
+        folder = (worktree / folder).resolve()
+    if not hooks_path:
+        folder = folder / "hooks"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for hook in HOOKS:
+        path = folder / hook
+        if path.exists() and "lockstep guard" not in path.read_text(errors="replace"):
+            raise GuardError(f"{path} exists and is not Lockstep's: add `lockstep guard {hook}` to it yourself")
+        path.write_text(
+            "#!/bin/sh\n"
+            "# Installed by `lockstep guard install`: refuse to commit/push files other agents hold.\n"
+            f'exec "{sys.executable}" -m coordinator.cli guard {hook} "$@"\n'
+        )
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        written.append(path)
+    return written
+
+
+def _has_hooks_path(worktree: Path) -> bool:
+    return subprocess.run(["git", "config", "--get", "core.hooksPath"], cwd=worktree, capture_output=True).returncode == 0
+
+
+def agent_name() -> str | None:
+    return os.environ.get("LOCKSTEP_AGENT") or None

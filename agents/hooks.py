@@ -1,0 +1,95 @@
+"""Claude Code hooks: ask the coordinator before an edit, verify the write after it.
+
+Claude Code runs a hook command with the event as JSON on stdin
+(``hook_event_name``, ``session_id``, ``cwd``, ``tool_name``, ``tool_input``, ...).
+
+* ``PreToolUse`` on a file-writing tool (Write, Edit, MultiEdit, NotebookEdit): a write
+  intent for the file.  ``block`` answers with ``permissionDecision: "deny"`` and the
+  reason, which Claude Code shows to the model; ``allow``/``warn`` let the edit go on
+  (a warning is passed along as the reason).
+* ``PostToolUse`` on ``Write``: the ``write`` verifier reads the file back and compares
+  its hash with the content the tool was given; a mismatch ("write lost") exits 2 so the
+  model sees the finding.
+
+The agent is ``LOCKSTEP_AGENT`` (set by ``lockstep run``), else ``claude-`` and the
+first characters of the Claude session id.  With no coordinator the hook lets the edit
+through and says so on stderr, unless ``--fail-closed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from protocol.errors import LockstepError
+
+WRITING_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+def agent_for(event: dict) -> str:
+    name = os.environ.get("LOCKSTEP_AGENT")
+    if name:
+        return name
+    session = "".join(c for c in str(event.get("session_id", "")) if c.isalnum())[:12]
+    return f"claude-{session or 'anonymous'}"
+
+
+def target_path(event: dict) -> str | None:
+    tool_input = event.get("tool_input") or {}
+    return tool_input.get("file_path") or tool_input.get("notebook_path")
+
+
+def deny(reason: str) -> HookOutcome:
+    decision = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}}
+    return HookOutcome(0, stdout=json.dumps(decision))
+
+
+def pre_tool_use(event: dict, decide) -> HookOutcome:
+    """``decide(agent, path) -> (verdict, reason)`` asks the coordinator."""
+    path = target_path(event)
+    if event.get("tool_name") not in WRITING_TOOLS or not path:
+        return HookOutcome(0)
+    verdict, reason = decide(agent_for(event), path)
+    if verdict == "block":
+        return deny(f"lockstep: {reason}")
+    if verdict == "warn":
+        return HookOutcome(0, stderr=f"lockstep: {reason}")
+    return HookOutcome(0)
+
+
+def post_tool_use(event: dict, verify_write) -> HookOutcome:
+    """``verify_write(agent, path, sha256) -> (passed, reason)`` runs the write probe."""
+    if event.get("tool_name") != "Write":
+        return HookOutcome(0)
+    path = target_path(event)
+    content = (event.get("tool_input") or {}).get("content")
+    if not path or content is None:
+        return HookOutcome(0)
+    expected = hashlib.sha256(content.encode()).hexdigest()
+    passed, reason = verify_write(agent_for(event), path, expected)
+    if passed:
+        return HookOutcome(0)
+    return HookOutcome(2, stderr=f"lockstep: the write to {path} did not land as written: {reason}")
+
+
+class HookInputError(LockstepError):
+    """The hook's stdin is not a Claude Code hook event."""
+
+
+def parse_event(text: str) -> dict:
+    try:
+        event = json.loads(text)
+    except ValueError as exc:
+        raise HookInputError(f"hook input is not JSON: {exc}") from None
+    if not isinstance(event, dict) or "hook_event_name" not in event:
+        raise HookInputError("hook input has no hook_event_name: is this run as a Claude Code hook?")
+    return event

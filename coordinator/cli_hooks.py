@@ -1,0 +1,169 @@
+"""CLI commands for integrations: ``hook claude`` and ``guard``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+import trio
+
+from agents import guard as git_guard
+from agents import hooks
+from agents.client import CoordinatorUnreachable, RequestFailed, open_agent
+from agents.paths import repo_relative
+from protocol import messages as m
+from protocol.errors import PeerError
+from protocol.paths import Pattern, overlaps
+
+from . import discovery
+from .cli import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
+
+
+# ---------------------------------------------------------------------- Claude Code
+
+
+@main.group()
+def hook():
+    """Editor hooks that ask the coordinator before an agent writes."""
+
+
+@hook.command("claude")
+@click.option("--fail-closed", is_flag=True, help="Deny edits when no coordinator answers (default: allow, with a warning).")
+@endpoint_option
+@json_option
+@handle_errors
+def hook_claude(fail_closed, endpoint, as_json):
+    """Claude Code hook (PreToolUse and PostToolUse): reads the event JSON on stdin.
+
+    Before Write/Edit/MultiEdit/NotebookEdit it asks for a write intent; a block
+    answers `permissionDecision: deny` with the holders, shown to the model. After
+    Write it reads the file back and compares hashes; a lost write exits 2 so the
+    model sees it. In .claude/settings.json:
+
+      "hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",
+                 "hooks": [{"type": "command", "command": "lockstep hook claude"}]}],
+                "PostToolUse": [{"matcher": "Write",
+                 "hooks": [{"type": "command", "command": "lockstep hook claude"}]}]}
+    """
+    event = hooks.parse_event(sys.stdin.read())
+    cwd = event.get("cwd") or os.getcwd()
+    kind = event.get("hook_event_name")
+
+    def decide(agent: str, path: str) -> tuple[str, str]:
+        try:
+            target = repo_relative(path, discovery.locate(cwd), cwd)
+        except PeerError:
+            return "allow", "outside the repository"
+
+        async def ask_intent():
+            async with open_agent(agent, cwd=cwd, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
+                return await session.intent([target])
+
+        decision = trio.run(ask_intent)
+        return decision.verdict, decision.reason
+
+    def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
+        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
+        from .cli_checks import _run_job
+
+        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
+        return gate.verdict == "pass", gate.reason
+
+    try:
+        if kind == "PreToolUse":
+            outcome = hooks.pre_tool_use(event, decide)
+        elif kind == "PostToolUse":
+            outcome = hooks.post_tool_use(event, verify_write)
+        else:
+            outcome = hooks.HookOutcome(0)
+    except (CoordinatorUnreachable, RequestFailed) as exc:
+        if fail_closed and kind == "PreToolUse":
+            outcome = hooks.deny(f"lockstep: {exc} (--fail-closed)")
+        else:
+            outcome = hooks.HookOutcome(0, stderr=f"lockstep: {exc}; the edit is not coordinated")
+    if outcome.stdout:
+        click.echo(outcome.stdout)
+    if outcome.stderr:
+        click.echo(outcome.stderr, err=True)
+    sys.exit(outcome.exit_code)
+
+
+# ---------------------------------------------------------------------- git guard
+
+
+@main.group()
+def guard():
+    """A git pre-commit / pre-push guard against committing files other agents hold."""
+
+
+@guard.command("install")
+@json_option
+@handle_errors
+def guard_install(as_json):
+    """Install the pre-commit and pre-push hooks in the repository's common hooks
+    folder, so they run in every worktree."""
+    written = git_guard.install(discovery.locate().worktree)
+    click.echo(json.dumps({"installed": [str(p) for p in written]}) if as_json else "\n".join(f"installed {p}" for p in written))
+
+
+def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: str) -> None:
+    agent = git_guard.agent_name()
+    if not files:
+        return
+    try:
+        blocked, reason = _held(files, agent, endpoint)
+    except CoordinatorUnreachable as exc:  # nobody coordinates: nobody holds anything
+        click.echo(f"lockstep guard: {exc}; not checked", err=True)
+        return
+    if as_json:
+        click.echo(json.dumps({"allowed": not blocked, "reason": reason, "files": files, "agent": agent}))
+    if blocked:
+        if not as_json:
+            click.echo(f"lockstep guard: {what} refused: {reason}", err=True)
+        sys.exit(EXIT_REFUSED)
+
+
+def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bool, str]:
+    """(blocked, reason): as an agent, by write intents; as a person, by live claims."""
+    if agent:
+        async def ask_intent():
+            async with open_agent(agent, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
+                return await session.intent(files)
+
+        decision = trio.run(ask_intent)
+        return decision.verdict == "block", decision.reason
+    state = ask(endpoint, m.Status())
+    live = {a.name for a in state.agents if a.state == "alive"}
+    held = [
+        f"{path} (held by {c.holder})"
+        for path in files
+        for c in state.claims
+        if c.holder in live and overlaps(Pattern.parse(c.pattern), Pattern.parse(path))
+    ]
+    return bool(held), ("held by live agents: " + ", ".join(held) if held else "no live agent holds these files")
+
+
+@guard.command("pre-commit")
+@endpoint_option
+@json_option
+@handle_errors
+def guard_pre_commit(endpoint, as_json):
+    """Refuse the commit if a staged file is held by another live agent (as an agent,
+    a write intent for each staged file; as a person, any live claim on it)."""
+    _check_files(git_guard.staged_files(discovery.locate().worktree), endpoint, as_json, "commit")
+
+
+@guard.command("pre-push")
+@click.argument("remote", required=False)
+@click.argument("url", required=False)
+@endpoint_option
+@json_option
+@handle_errors
+def guard_pre_push(remote, url, endpoint, as_json):
+    """Refuse the push if a file it changes is held by another live agent (reads git's
+    ref lines on stdin)."""
+    files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
+    _check_files(files, endpoint, as_json, "push")
+

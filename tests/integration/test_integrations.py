@@ -1,0 +1,95 @@
+"""Claude Code hooks and the git guard, against a real coordinator and real git."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+
+from .conftest import LOCKSTEP, cli, env_for, status
+
+FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
+
+
+def _hook(event: dict, cwd, env: dict | None = None, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOCKSTEP, "hook", "claude", *flags], input=json.dumps(event), cwd=cwd,
+                          env=env_for(env), capture_output=True, text=True, timeout=30)
+
+
+def _pre(path, cwd, session="abc123") -> dict:
+    return {"hook_event_name": "PreToolUse", "session_id": session, "cwd": str(cwd), "tool_name": "Edit",
+            "tool_input": {"file_path": str(path), "old_string": "a", "new_string": "b"}}
+
+
+def test_pre_tool_use_denies_an_edit_of_a_held_file_and_claims_a_free_one(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/", "--agent", "alice", cwd=repo.root).rc == 0
+    denied = _hook(_pre(repo.other / "src" / "app.py", repo.other), repo.other, {"LOCKSTEP_AGENT": "bob"})
+    assert denied.returncode == 0
+    decision = json.loads(denied.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny" and "alice" in decision["permissionDecisionReason"]
+    allowed = _hook(_pre(repo.other / "docs" / "new.md", repo.other), repo.other)  # agent from the session id
+    assert allowed.returncode == 0 and allowed.stdout == ""
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["docs/new.md"] == "claude-abc123"
+    outside = _hook(_pre("/etc/hosts", repo.other), repo.other)
+    assert outside.returncode == 0 and outside.stdout == ""
+
+
+def test_post_tool_use_catches_a_write_that_did_not_land(repo, coordinator):
+    coordinator(*FAST)
+    target = repo.root / "notes.txt"
+    target.write_text("what is really on disk")
+    event = {"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": str(repo.root), "tool_name": "Write",
+             "tool_input": {"file_path": str(target), "content": "what the agent believes it wrote"}}
+    lost = _hook(event, repo.root)
+    assert lost.returncode == 2 and "write lost" in lost.stderr
+    event["tool_input"]["content"] = "what is really on disk"
+    assert _hook(event, repo.root).returncode == 0
+    assert hashlib.sha256(target.read_bytes()).hexdigest()
+
+
+def test_hooks_fail_open_without_a_coordinator_unless_told_otherwise(repo):
+    event = _pre(repo.root / "src" / "app.py", repo.root)
+    open_ = _hook(event, repo.root)
+    assert open_.returncode == 0 and open_.stdout == "" and "not coordinated" in open_.stderr
+    closed = _hook(event, repo.root, None, "--fail-closed")
+    assert json.loads(closed.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    bad = subprocess.run([*LOCKSTEP, "hook", "claude"], input="not json", cwd=repo.root, env=env_for(), capture_output=True, text=True)
+    assert bad.returncode == 1 and "not JSON" in bad.stderr
+
+
+def _git(cwd, *args, env=None):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env_for(env))
+
+
+def test_the_git_guard_refuses_commits_of_files_another_agent_holds_in_every_worktree(repo, coordinator):
+    coordinator(*FAST)
+    installed = cli("guard", "install", "--json", cwd=repo.other)
+    assert installed.rc == 0 and all("/.git/hooks/" in p for p in installed.json["installed"])
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    (repo.other / "src" / "app.py").write_text("bob's change\n")
+    _git(repo.other, "add", "src/app.py")
+    as_bob = _git(repo.other, "commit", "-qm", "bob's change", env={"LOCKSTEP_AGENT": "bob"})
+    assert as_bob.returncode != 0 and "alice" in as_bob.stderr
+    as_person = _git(repo.other, "commit", "-qm", "a person's change")
+    assert as_person.returncode != 0 and "held by alice" in as_person.stderr
+    assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert _git(repo.other, "commit", "-qm", "now it is free", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
+    # committing as an agent wrote the file: it is bob's now
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["src/app.py"] == "bob"
+
+
+def test_the_git_guard_refuses_a_push_of_files_another_agent_holds(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    _git(repo.root, "remote", "add", "origin", str(remote))
+    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    (repo.root / "src" / "app.py").write_text("changed\n")
+    _git(repo.root, "commit", "-qam", "a change")  # nobody held it yet
+    assert cli("claim", "src/", "--agent", "alice", cwd=repo.other).rc == 0
+    refused = _git(repo.root, "push", "-q", "origin", "main", env={"LOCKSTEP_AGENT": "bob"})
+    assert refused.returncode != 0 and "alice" in refused.stderr
+    cli("release", "--all", "--agent", "alice", cwd=repo.other)
+    assert _git(repo.root, "push", "-q", "origin", "main", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
