@@ -1,0 +1,54 @@
+"""The Claude Code hook's decisions, given the coordinator's answers (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from agents import hooks
+
+
+def _event(tool="Edit", **tool_input):
+    return {"hook_event_name": "PreToolUse", "session_id": "S-1/x", "cwd": "/r", "tool_name": tool, "tool_input": tool_input}
+
+
+def test_only_writing_tools_with_a_path_are_asked_about():
+    asked = []
+    decide = lambda agent, path: asked.append((agent, path)) or ("allow", "")  # noqa: E731
+    assert hooks.pre_tool_use(_event("Read", file_path="/r/a"), decide).exit_code == 0
+    assert hooks.pre_tool_use(_event("Edit"), decide).exit_code == 0
+    hooks.pre_tool_use(_event("NotebookEdit", notebook_path="/r/n.ipynb"), decide)
+    assert asked == [("claude-S1x", "/r/n.ipynb")]
+
+
+def test_block_denies_with_the_reason_and_warn_passes_it_on():
+    denied = hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("block", "held by alice"))
+    output = json.loads(denied.stdout)["hookSpecificOutput"]
+    assert output == {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "lockstep: held by alice"}
+    warned = hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("warn", "alice holds it too"))
+    assert warned.exit_code == 0 and warned.stdout == "" and "alice" in warned.stderr
+
+
+def test_the_agent_name_comes_from_the_environment_first(monkeypatch):
+    monkeypatch.setenv("LOCKSTEP_AGENT", "runner")
+    assert hooks.agent_for({"session_id": "x"}) == "runner"
+    monkeypatch.delenv("LOCKSTEP_AGENT")
+    assert hooks.agent_for({}) == "claude-anonymous"
+
+
+def test_post_tool_use_checks_the_hash_of_what_write_was_given():
+    seen = []
+    event = {**_event("Write", file_path="/r/a", content="hello"), "hook_event_name": "PostToolUse"}
+    ok = hooks.post_tool_use(event, lambda a, p, h: seen.append(h) or (True, ""))
+    assert ok.exit_code == 0 and seen == [hashlib.sha256(b"hello").hexdigest()]
+    lost = hooks.post_tool_use(event, lambda a, p, h: (False, "write lost"))
+    assert lost.exit_code == 2 and "write lost" in lost.stderr
+    assert hooks.post_tool_use({**event, "tool_name": "Edit"}, lambda *a: (False, "")).exit_code == 0
+
+
+@pytest.mark.parametrize("text", ["", "[1]", "{}", "nope"])
+def test_input_that_is_not_a_hook_event_is_refused(text):
+    with pytest.raises(hooks.HookInputError):
+        hooks.parse_event(text)
