@@ -40,6 +40,8 @@ import zmq
 # "writable" means *some* peer is writable, so a full peer would make us spin.
 _SEND_BACKOFF_FIRST = 0.001
 _SEND_BACKOFF_MAX = 0.05
+_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 
 
 class TrioSocket:
@@ -115,11 +117,19 @@ class TrioSocket:
         if self._closed:
             raise trio.ClosedResourceError("socket was closed")
 
-    def send_multipart_nowait(self, frames: Sequence[Any], copy: bool = False) -> bool:
-        """Send one multipart message if possible now; False on ``zmq.Again``."""
+    def send_multipart_nowait(self, frames: Sequence[Any], copy: bool = True) -> bool:
+        """Send one multipart message if possible now; False on ``zmq.Again``.
+
+        Frames are sent one by one with plain-int flags: pyzmq's ``send_multipart``
+        combines enum flags per frame, which cost more than the send itself for the
+        small messages we send.  (``copy=False`` only pays off for frames of tens of KB.)
+        A multipart message is atomic in zmq: only the first frame can raise Again."""
         self._check_open()
+        send = self.socket.send
         try:
-            self.socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+            for frame in frames[:-1]:
+                send(frame, _NOBLOCK_MORE, copy=copy)
+            send(frames[-1], _NOBLOCK, copy=copy)
             return True
         except zmq.Again:
             return False
@@ -151,7 +161,7 @@ class TrioSocket:
 
     # -- blocking calls -----------------------------------------------------------------
 
-    async def send_multipart(self, frames: Sequence[Any], copy: bool = False) -> None:
+    async def send_multipart(self, frames: Sequence[Any], copy: bool = True) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
         failed_sends = 0
         while not self.send_multipart_nowait(frames, copy=copy):
