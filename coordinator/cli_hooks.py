@@ -1,4 +1,4 @@
-"""CLI commands for integrations: ``hook claude`` and ``guard``."""
+"""CLI commands for integrations: ``hook claude``, ``guard`` and ``mcp``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 
 import click
+import msgspec
 import trio
 
 from agents import guard as git_guard
@@ -167,3 +168,61 @@ def guard_pre_push(remote, url, endpoint, as_json):
     files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
     _check_files(files, endpoint, as_json, "push")
 
+
+
+# ---------------------------------------------------------------------- MCP
+
+
+@main.command("mcp")
+@click.option("--agent", metavar="NAME", envvar="LOCKSTEP_AGENT", help="Act as this agent (default LOCKSTEP_AGENT).")
+@endpoint_option
+@json_option
+@handle_errors
+def mcp_server(agent, endpoint, as_json):
+    """Serve Lockstep's verbs as MCP tools on stdin/stdout (claim, release, intent,
+    status, verify, done), acting as one agent with paths relative to the current
+    directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
+    (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
+    from agents import mcp
+
+    from .cli import _claim_payload, _need_agent, _status_payload
+    from .cli_checks import _run_job
+
+    name = _need_agent(agent)
+    place = discovery.locate()
+
+    def as_agent(body):
+        async def run():
+            async with open_agent(name, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
+                return await body(session)
+
+        return trio.run(run)
+
+    def call_tool(tool: str, args: dict):
+        try:
+            paths = [repo_relative(p, place) for p in args.get("paths", [])]
+            if tool == "claim":
+                reply = as_agent(lambda s: s.claim(paths, shared=bool(args.get("shared")), ttl=args.get("ttl")))
+                payload = _claim_payload(reply)
+                return msgspec.to_builtins(payload), not payload["granted"]
+            if tool == "release":
+                reply = as_agent(lambda s: s.release(paths, all=bool(args.get("all"))))
+                return {"released": reply.patterns}, False
+            if tool == "intent":
+                reply = as_agent(lambda s: s.intent(paths, token=args.get("token")))
+                return msgspec.to_builtins(reply), reply.verdict == "block"
+            if tool == "status":
+                return msgspec.to_builtins(_status_payload(ask(endpoint, m.Status()))), False
+            if tool == "verify":
+                gate = _run_job(name, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s), as_json=True)
+                return msgspec.to_builtins(gate), gate.verdict != "pass"
+            if tool == "done":
+                gate = as_agent(lambda s: s._call(lambda sid: m.Done(session=sid)))
+                return msgspec.to_builtins(gate), gate.verdict != "pass"
+        except (RequestFailed, PeerError) as exc:
+            return {"error": {"code": exc.code, "message": exc.message}}, True
+        except CoordinatorUnreachable as exc:
+            return {"error": {"code": "unreachable", "message": str(exc)}}, True
+        return {"error": {"code": "bad_request", "message": f"unknown tool {tool}"}}, True
+
+    mcp.serve(sys.stdin, sys.stdout, call_tool)

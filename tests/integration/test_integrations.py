@@ -93,3 +93,27 @@ def test_the_git_guard_refuses_a_push_of_files_another_agent_holds(repo, coordin
     assert refused.returncode != 0 and "alice" in refused.stderr
     cli("release", "--all", "--agent", "alice", cwd=repo.other)
     assert _git(repo.root, "push", "-q", "origin", "main", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
+
+
+def test_the_mcp_server_exposes_the_verbs_as_tools(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/", "--agent", "alice", cwd=repo.root).rc == 0
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "claim", "arguments": {"paths": ["src/app.py"]}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "intent", "arguments": {"paths": ["docs/x.md"]}}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+    ]
+    proc = subprocess.run([*LOCKSTEP, "mcp", "--agent", "mcpbot"], input="\n".join(json.dumps(c) for c in calls) + "\n",
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
+    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert set(replies) == {1, 2, 3, 4, 5}  # no answer to the notification
+    assert replies[1]["result"]["serverInfo"]["name"] == "lockstep"
+    assert {t["name"] for t in replies[2]["result"]["tools"]} >= {"claim", "release", "intent", "status", "verify", "done"}
+    refused = replies[3]["result"]
+    assert refused["isError"] and json.loads(refused["content"][0]["text"])["conflicts"][0]["holder"] == "alice"
+    allowed = json.loads(replies[4]["result"]["content"][0]["text"])
+    assert allowed["verdict"] == "allow" and not replies[4]["result"]["isError"]
+    assert replies[5]["error"]["code"] == -32602
