@@ -207,7 +207,9 @@ class AgentSession:
             await self.hello()
             self._hello = msgspec.structs.replace(self._hello, session=None)
 
-    async def _call(self, build: Callable[[str], m.Request]) -> m.Reply:
+    async def call(self, build: Callable[[str], m.Request]) -> m.Reply:
+        """Send ``build(session_id)``.  If the session expired, or the coordinator came
+        back elsewhere, say hello again (resume or renew) and send it once more."""
         session, endpoint = self.session, self.conn.endpoint
         try:
             return await self.conn.request(build(session))
@@ -236,17 +238,17 @@ class AgentSession:
         return True
 
     async def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
-        return await self._call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
+        return await self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
 
     async def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
-        return await self._call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
+        return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
 
     async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
-        return await self._call(lambda s: m.Release(session=s, paths=list(paths), all=all))
+        return await self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))
 
     async def watch(self, pid: int) -> None:
         started = process_started(pid)
-        await self._call(lambda s: m.Watch(session=s, pid=pid, pid_started=started))
+        await self.call(lambda s: m.Watch(session=s, pid=pid, pid_started=started))
 
     async def status(self) -> m.StatusReply:
         return await self.conn.request(m.Status())

@@ -109,7 +109,7 @@ def _run_job(agent: str | None, endpoint: str | None, build, as_json: bool = Fal
     async def main_job():
         if agent:
             async with open_agent(agent, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-                accepted = await session._call(lambda s: build(s))
+                accepted = await session.call(lambda s: build(s))
                 return await _follow(session, accepted, as_json)
         place = discovery.locate()
         async with open_connection(resolve_endpoint(place, endpoint)) as conn:
@@ -277,7 +277,7 @@ def done(agent, endpoint, as_json):
 
     async def main_done():
         async with open_agent(name, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-            return await session._call(lambda s: m.Done(session=s))
+            return await session.call(lambda s: m.Done(session=s))
 
     _finish(trio.run(main_done), as_json)
 

@@ -217,7 +217,7 @@ def mcp_server(agent, endpoint, as_json):
                 gate = _run_job(name, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s), as_json=True)
                 return msgspec.to_builtins(gate), gate.verdict != "pass"
             if tool == "done":
-                gate = as_agent(lambda s: s._call(lambda sid: m.Done(session=sid)))
+                gate = as_agent(lambda s: s.call(lambda sid: m.Done(session=sid)))
                 return msgspec.to_builtins(gate), gate.verdict != "pass"
         except (RequestFailed, PeerError) as exc:
             return {"error": {"code": exc.code, "message": exc.message}}, True
