@@ -21,7 +21,6 @@ from protocol.paths import Pattern, overlaps
 from . import discovery
 from .cli import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
 
-
 # ---------------------------------------------------------------------- Claude Code
 
 

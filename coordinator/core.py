@@ -6,7 +6,10 @@ already applied to its registry — see registry.py, Rule 1), replies, publicati
 watches.  The shell commits a batch's records before it sends that batch's replies.
 
 Inbound errors: a ``PeerError`` raised while handling a message becomes an ``Error``
-reply to that peer and changes nothing; any other exception is a bug and propagates.
+reply to that peer and changes nothing (handlers validate before they record).  Any
+other exception is a bug: the peer gets ``internal``, the shell logs the traceback
+(``Bug``), and whatever the handler had already recorded stays in the output, so the
+ledger still says exactly what the registry holds.
 """
 
 from __future__ import annotations
