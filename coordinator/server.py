@@ -329,7 +329,3 @@ def _req_of(frame: bytes) -> int:
 
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}
-
-
-async def run_server(place: Place, settings: Settings, endpoint: str, pub_endpoint: str) -> str:
-    return await Server(place, settings, endpoint, pub_endpoint).serve()
