@@ -31,11 +31,11 @@ import msgspec
 import trio
 import zmq
 
-from coordinator.discovery import Place, discover_endpoint, locate
-from coordinator.pidwatch import process_started
 from protocol import messages as m
 from protocol.codec import decode_reply, encode
+from protocol.discovery import Place, discover_endpoint, locate
 from protocol.errors import LockstepError, single_errors
+from protocol.procs import process_started
 from protocol.trio_zmq import TrioSocket
 
 DEFAULT_TIMEOUT = 2.0

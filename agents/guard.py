@@ -73,7 +73,7 @@ def install(worktree: Path) -> list[Path]:
         path.write_text(
             "#!/bin/sh\n"
             "# Installed by `lockstep guard install`: refuse to commit/push files other agents hold.\n"
-            f'exec "{sys.executable}" -m coordinator.cli guard {hook} "$@"\n'
+            f'exec "{sys.executable}" -m agents.cli guard {hook} "$@"\n'
         )
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         written.append(path)

@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from coordinator.discovery import Place
+from protocol.discovery import Place
 from protocol.errors import PeerError
 from protocol.paths import canonical
 

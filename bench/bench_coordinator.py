@@ -151,7 +151,7 @@ class Coordinator:
         self.log_path = self.dir / "serve.out"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "serve", *flags],
+            [sys.executable, "-m", "agents.cli", "serve", *flags],
             cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
         )
         deadline = perf() + STARTUP_TIMEOUT
@@ -178,7 +178,7 @@ class Coordinator:
     def stop(self) -> None:
         if self.proc.poll() is None:
             try:
-                subprocess.run([sys.executable, "-m", "coordinator.cli", "stop"], cwd=self.dir, env=self.env,
+                subprocess.run([sys.executable, "-m", "agents.cli", "stop"], cwd=self.dir, env=self.env,
                                capture_output=True, timeout=20)
                 self.proc.wait(timeout=10)
             except (subprocess.TimeoutExpired, OSError):

@@ -35,9 +35,9 @@ from probes.model import ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool
 from probes.rules import Finding, RepairState, Response, RuleTable
 from protocol import messages as m
+from protocol.discovery import locate
 from protocol.errors import PeerError
 
-from .discovery import locate
 from .effects import Effect, Send, StartJob
 
 if TYPE_CHECKING:
@@ -352,12 +352,12 @@ class JobRunner:
         def unfinished() -> list[tuple[dict, list[plans.TransitionRecord], str | None]]:
             started: dict[str, tuple[dict, str | None]] = {}
             records: dict[str, list[plans.TransitionRecord]] = {}
-            for event in ledger.events(kinds=["job.started", *PLAN_RECORD_KINDS]):
+            for event in ledger.events(kinds=["job.started", *plans.PLAN_LEDGER_KINDS]):
                 job = event.data.get("job")
                 if event.kind == "job.started":
                     if event.data.get("kind") == "plan":
                         started[job] = (event.data, event.agent)
-                elif event.kind in PLAN_END_KINDS:
+                elif event.kind in plans.PLAN_END_KINDS:
                     started.pop(job, None)
                 elif job in started:
                     fields = {k: v for k, v in event.data.items() if k != "job"}
@@ -381,6 +381,3 @@ class JobRunner:
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))
 
-
-PLAN_END_KINDS = ("plan.finished", "plan.failed", "plan.escalated")
-PLAN_RECORD_KINDS = tuple(sorted({*plans.STEP_RECORD_KINDS.values(), plans.STARTED_RECORD_KIND, *PLAN_END_KINDS}))

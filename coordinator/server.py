@@ -35,12 +35,12 @@ from ledger import Ledger
 from ledger import Record as LedgerRecord
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode
+from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError
 from protocol.messages import HARD_FRAME_LIMIT, Heartbeat, JobQuery, StatusReply
 from protocol.trio_zmq import TrioSocket
 
 from .core import Core
-from .discovery import LEDGER_FILE, Place, remove_state, write_state
 from .effects import (
     Bug,
     Publish,

@@ -133,6 +133,9 @@ PLAN_RECORD_KINDS: dict[str, str] = {
     PLAN_FAILED: "plan.failed",
     PLAN_ESCALATED: "plan.escalated",
 }
+PLAN_END_KINDS = tuple(PLAN_RECORD_KINDS.values())
+# Every ledger kind a plan writes: replaying these rebuilds where each plan stands.
+PLAN_LEDGER_KINDS = tuple(sorted({*STEP_RECORD_KINDS.values(), STARTED_RECORD_KIND, *PLAN_END_KINDS}))
 
 ON_PRE_FAIL = ("skip", "escalate")
 ON_POST_FAIL = ("retry", "rollback", "escalate")

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]
-LOCKSTEP = [sys.executable, "-m", "coordinator.cli"]
+LOCKSTEP = [sys.executable, "-m", "agents.cli"]
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
@@ -165,12 +165,12 @@ def coordinator(repo: Repo, coordinator_in):
 
 
 class AgentProc:
-    """A ``tests.agent_proc`` process: JSON commands in, JSON results out."""
+    """A ``tests.integration.agent_proc`` process: JSON commands in, JSON results out."""
 
     def __init__(self, name: str, cwd: Path) -> None:
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.agent_proc", name],
+            [sys.executable, "-m", "tests.integration.agent_proc", name],
             cwd=cwd,
             env=env_for(),
             stdin=subprocess.PIPE,

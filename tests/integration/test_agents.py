@@ -71,7 +71,7 @@ def test_sigkilled_agent_claims_are_released_within_the_liveness_bound(repo, coo
 def test_a_run_agent_whose_command_dies_frees_its_paths_at_once(repo, coordinator, agents):
     coordinator(*FAST, "--lock-delay", "60")
     bob = agents("bob", repo.other)
-    script = "import subprocess,sys; subprocess.run([sys.executable,'-m','coordinator.cli','claim','src/']); sys.stdin.read()"
+    script = "import subprocess,sys; subprocess.run([sys.executable,'-m','agents.cli','claim','src/']); sys.stdin.read()"
     import subprocess
     import sys
 

@@ -152,7 +152,7 @@ def test_run_contract(repo, coordinator):
     killed = cli("run", "--agent", "runner", "--", sys.executable, "-c", "import os,signal; os.kill(os.getpid(), signal.SIGTERM)", cwd=repo.root)
     assert killed.rc == 128 + signal.SIGTERM
     # the run's claims are released when its command exits
-    cli("run", "--agent", "holder", "--", sys.executable, "-m", "coordinator.cli", "claim", "src/", cwd=repo.root)
+    cli("run", "--agent", "holder", "--", sys.executable, "-m", "agents.cli", "claim", "src/", cwd=repo.root)
     assert [c for c in status(repo)["claims"] if c["holder"] == "holder"] == []
 
 

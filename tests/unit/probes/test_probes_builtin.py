@@ -626,7 +626,6 @@ def test_processes_none_running():
 
 
 def test_handoff_scores_through_probes_handoff(tmp_path):
-    pytest.importorskip("probes.handoff", reason="probes.handoff is written separately; tested once it exists")
     (tmp_path / "HANDOFF.md").write_text("# Notes\n\nDid some things.\n")
     spec = ProbeSpec(name="handoff", kind="handoff", params={"path": "HANDOFF.md"}, cwd=str(tmp_path))
     result = run_direct(spec)
@@ -638,6 +637,5 @@ def test_handoff_scores_through_probes_handoff(tmp_path):
 
 
 def test_handoff_note_missing(tmp_path):
-    pytest.importorskip("probes.handoff", reason="probes.handoff is written separately; tested once it exists")
     result = run_direct(ProbeSpec(name="handoff", kind="handoff", params={"path": "nope.md"}, cwd=str(tmp_path)))
     assert result.finding == HANDOFF_INCOMPLETE and "no readable handoff note" in result.reason

@@ -36,7 +36,7 @@ from ledger import (
 )
 from protocol.errors import LocalError, LockstepError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

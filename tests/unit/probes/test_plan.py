@@ -33,7 +33,7 @@ from probes.plan import (
 )
 from protocol.errors import LocalError
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "plans.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "plans.md"
 
 
 def plan_of(*steps: Step, name: str = "p") -> Plan:

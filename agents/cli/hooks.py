@@ -14,12 +14,12 @@ from agents import guard as git_guard
 from agents import hooks
 from agents.client import CoordinatorUnreachable, RequestFailed, open_agent
 from agents.paths import repo_relative
+from protocol import discovery
 from protocol import messages as m
 from protocol.errors import PeerError
 from protocol.paths import Pattern, overlaps
 
-from . import discovery
-from .cli import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
+from .base import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
 
 # ---------------------------------------------------------------------- Claude Code
 
@@ -66,7 +66,7 @@ def hook_claude(fail_closed, endpoint, as_json):
 
     def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
         probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
-        from .cli_checks import _run_job
+        from .checks import _run_job
 
         gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
         return gate.verdict == "pass", gate.reason
@@ -184,8 +184,8 @@ def mcp_server(agent, endpoint, as_json):
     (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
     from agents import mcp
 
-    from .cli import _claim_payload, _need_agent, _status_payload
-    from .cli_checks import _run_job
+    from .base import _claim_payload, _need_agent, _status_payload
+    from .checks import _run_job
 
     name = _need_agent(agent)
     place = discovery.locate()

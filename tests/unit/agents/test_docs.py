@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from coordinator.cli import main
+from agents.cli import main
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
 
 def _commands(group: click.Group, prefix: str = "lockstep"):

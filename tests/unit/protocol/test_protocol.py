@@ -15,7 +15,7 @@ from protocol import messages as m
 from protocol.codec import decode_reply, decode_request, encode
 from protocol.errors import ERROR_CODES, PeerError
 
-CATALOGUE = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
+CATALOGUE = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
 TAGGED = [m.Hello, m.Heartbeat, m.Watch, m.Claim, m.Release, m.Intent, m.Status, m.Bye, m.Shutdown,
           m.Check, m.Verify, m.Done, m.JobQuery, m.PlanRun, m.Accepted, m.Gate, m.JobReply,
           m.Welcome, m.Granted, m.Refused, m.Decision, m.Released, m.StatusReply, m.Ok, m.Error, m.Publication]

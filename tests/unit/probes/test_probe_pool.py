@@ -430,7 +430,6 @@ async def test_warm_up_spawns_workers(tmp_path):
 
 
 async def test_handoff_probe_runs_in_a_worker(tmp_path):
-    pytest.importorskip("probes.handoff", reason="probes.handoff is written separately; tested once it exists")
     (tmp_path / "HANDOFF.md").write_text("# Notes\n\nSome work happened.\n")
     spec = ProbeSpec(name="handoff", kind="handoff", params={"path": "HANDOFF.md"}, cwd=str(tmp_path))
     async with open_probe_pool() as pool:

@@ -8,15 +8,14 @@ import msgspec
 
 from ledger import LedgerReader
 from probes import plan as plans
-
-from .jobs import PLAN_END_KINDS, PLAN_RECORD_KINDS
+from probes.plan import PLAN_END_KINDS, PLAN_LEDGER_KINDS
 
 
 def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[dict[str, Any]]:
     started: dict[str, dict] = {}
     records: dict[str, list[plans.TransitionRecord]] = {}
     ended: dict[str, str] = {}
-    for event in reader.events(kinds=["job.started", *PLAN_RECORD_KINDS]):
+    for event in reader.events(kinds=["job.started", *PLAN_LEDGER_KINDS]):
         job = event.data.get("job")
         if only_job is not None and job != only_job:
             continue

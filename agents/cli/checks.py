@@ -26,10 +26,10 @@ from agents.client import (
     open_connection,
     resolve_endpoint,
 )
+from protocol import discovery
 from protocol import messages as m
 
-from . import discovery
-from .cli import (
+from .base import (
     EXIT_REFUSED,
     EXIT_USAGE,
     Failure,
@@ -271,7 +271,7 @@ def verify(new_turn, agent, endpoint, as_json):
 def done(agent, endpoint, as_json):
     """Declare the agent's goal finished: passes (exit 0) only if a verify run that
     started after its last write intent passed; otherwise blocked (exit 1), with why."""
-    from .cli import _need_agent
+    from .base import _need_agent
 
     name = _need_agent(agent)
 
@@ -321,9 +321,8 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
 @handle_errors
 def plan_status(job, as_json):
     """Where each plan stands (read from the ledger; works with the coordinator down)."""
+    from agents.plan_status import plan_summaries
     from ledger import LedgerMissing, open_readonly
-
-    from .plan_status import plan_summaries
 
     path = discovery.locate().state_dir / discovery.LEDGER_FILE
     try:

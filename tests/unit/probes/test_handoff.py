@@ -21,7 +21,7 @@ from probes.handoff import (
     score_handoff,
 )
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "handoff.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "handoff.md"
 
 GOOD = """\
 # Handoff: verify loop, session 3

@@ -31,12 +31,10 @@ from agents.client import (
     resolve_endpoint,
 )
 from agents.paths import repo_relative
-from probes.config import parse_duration
+from probes.config import MODES, parse_duration
+from protocol import discovery
 from protocol import messages as m
 from protocol.errors import LockstepError, PeerError
-
-from . import discovery
-from .settings import MODES, load_settings
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
@@ -202,6 +200,8 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
     the [coordinator] table of lockstep.toml at the repository root, then defaults.
     State (endpoints, ledger.db, coordinator.log) lives in <git common dir>/lockstep.
     """
+    from coordinator.settings import load_settings  # the one import of the server side
+
     place = discovery.locate()
     settings = load_settings(
         place.worktree,
@@ -229,7 +229,7 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
             EXIT_REFUSED,
         ) from None
     _setup_logging(state_dir, foreground=not os.environ.get(DETACHED_ENV))
-    from .server import Server
+    from coordinator.server import Server
 
     try:
         reason = trio.run(Server(place, settings, rpc, pub, probe_limit).serve)
@@ -259,7 +259,7 @@ def _serve_detached(place: discovery.Place, as_json: bool) -> None:
     log_path = state_dir / discovery.LOG_FILE
     with open(log_path, "ab") as log_file:
         child = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", *argv],
+            [sys.executable, "-m", "agents.cli", *argv],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
@@ -526,7 +526,7 @@ def top(once, endpoint, as_json):
     from rich.console import Console
     from rich.live import Live
 
-    from .top import View, follow, render
+    from agents.top import View, follow, render
 
     place = discovery.locate()
     address = resolve_endpoint(place, endpoint)
@@ -582,16 +582,6 @@ def demo(keep, as_json):
     Starts a coordinator, shows claims granted and refused, an intent blocked, one
     agent killed with SIGKILL and its claims released at once, then a summary.
     """
-    from .demo import run_demo
+    from agents.demo import run_demo
 
     sys.exit(run_demo(keep=keep, as_json=as_json))
-
-
-# check, verify, done, plan, hook and guard live in their own modules; importing them
-# registers them.
-from . import cli_checks, cli_hooks  # noqa: E402,F401
-
-if __name__ == "__main__":  # python -m coordinator.cli: run the registered module's group
-    from coordinator.cli import main as registered_main
-
-    registered_main()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.top import View, render
+from agents.top import View, render
 from protocol import messages as m
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-LOCKSTEP = [sys.executable, "-m", "coordinator.cli"]
+LOCKSTEP = [sys.executable, "-m", "agents.cli"]
 
 
 class DemoFailed(Exception):

@@ -1,0 +1,5 @@
+"""``python -m agents.cli``: the same as the ``lockstep`` command."""
+
+from agents.cli import main
+
+main()
