@@ -3,8 +3,9 @@
 ``LockstepError`` is the one base class.  ``PeerError`` means *the other side* sent
 something wrong (bad path, malformed frame, unknown agent): the coordinator answers it
 with an ``Error`` reply carrying ``code`` and keeps serving; the CLI prints it and exits
-with the code's exit status.  ``LocalError`` means we misused our own API: a bug, never
-turned into a reply.
+with the code's exit status.  ``UsageError`` means our own user's input is wrong (a
+flag, ``lockstep.toml``): exit 2, nothing remote involved.  ``LocalError`` means we
+misused our own API: a bug, never turned into a reply.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ class PeerError(LockstepError):
 
     def __repr__(self) -> str:
         return f"PeerError({self.code!r}, {self.message!r})"
+
+
+class UsageError(LockstepError):
+    """Our own user's input is wrong (a flag, a config file, a path on the command
+    line): they get ``message`` and exit 2.  Not a ``PeerError``: nothing remote is at
+    fault, and nothing is sent back over the wire."""
+
+    def __init__(self, message: str, code: str = "usage") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 class LocalError(LockstepError):

@@ -184,8 +184,10 @@ def mcp_server(agent, endpoint, as_json):
     (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
     from agents import mcp
 
-    from .base import _claim_payload, _need_agent, _status_payload
+    from .base import _need_agent
     from .checks import _run_job
+    from .claims import _claim_payload
+    from .state import _status_payload
 
     name = _need_agent(agent)
     place = discovery.locate()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("protocol", "coordinator", "agents", "probes", "ledger")
-SERVE_VERB = "agents.cli.base"  # where `lockstep serve` starts the server
+SERVE_VERB = "agents.cli.serve"  # where `lockstep serve` starts the server
 
 
 def _module_name(path: Path) -> str:
@@ -70,7 +70,7 @@ GRAPH = {module: _imports(module) for module in MODULES}
 
 def test_the_layout_finds_every_package():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
-    assert "coordinator.core" in MODULES and "agents.cli.base" in MODULES
+    assert "coordinator.core" in MODULES and "agents.cli.serve" in MODULES
 
 
 def test_coordinator_never_imports_agents():

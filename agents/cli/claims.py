@@ -1,0 +1,138 @@
+"""`lockstep claim`, `release` and `intent`: an agent's ownership verbs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import trio
+
+from protocol import messages as m
+
+from .base import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Failure,
+    _as_agent,
+    _conflict_lines,
+    _out,
+    _paths,
+    _seconds,
+    agent_option,
+    ask,
+    endpoint_option,
+    handle_errors,
+    json_option,
+    main,
+)
+
+
+def _claim_payload(reply: m.Granted | m.Refused) -> dict:
+    if isinstance(reply, m.Granted):
+        return {"granted": True, "token": reply.token, "patterns": reply.patterns, "conflicts": [], "warnings": reply.warnings}
+    return {"granted": False, "token": None, "reason": reply.reason, "conflicts": reply.conflicts, "warnings": []}
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--shared", is_flag=True, help="Claim for shared use (others may share it; nobody may take it exclusively).")
+@click.option("--ttl", metavar="S", help="Release the claim by itself after this long (e.g. 30m).")
+@click.option("--wait", metavar="S", help="If refused, keep trying for up to this long.")
+@agent_option
+@click.option("--pid", type=int, help="With a new agent name: its session lives as long as this local process.")
+@endpoint_option
+@json_option
+@handle_errors
+def claim(paths, shared, ttl, wait, agent, pid, endpoint, as_json):
+    """Claim files, folders (dir/) or globs (src/**/*.py) for an agent.
+
+    A multi-path claim is all-or-nothing and gets one fencing token. Exit 0 when
+    granted (warnings included), 1 when refused (the holders are named).
+    """
+    patterns = _paths(paths)
+    ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
+    wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
+
+    async def body(session):
+        deadline = trio.current_time() + wait_s
+        while True:
+            reply = await session.claim(patterns, shared=shared, ttl=ttl_s)
+            left = deadline - trio.current_time()
+            if isinstance(reply, m.Granted) or left <= 0:
+                return reply
+            hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
+            await trio.sleep(min(left, max(0.05, hint) if hint else 0.2))
+
+    reply = _as_agent(agent, endpoint, pid, body)
+    payload = _claim_payload(reply)
+    if isinstance(reply, m.Granted):
+        text = f"granted {', '.join(reply.patterns)} (token {reply.token})"
+        if reply.warnings:
+            text += "\nwarnings:\n" + _conflict_lines(reply.warnings)
+        _out(as_json, payload, text)
+        return
+    _out(as_json, payload, f"refused: {reply.reason}")
+    sys.exit(EXIT_REFUSED)
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--all", "release_all", is_flag=True, help="Release every claim of the agent.")
+@click.option("--force", is_flag=True, help="Operator: free whoever holds PATH (logged; the holder is notified).")
+@click.option("--reason", metavar="TEXT", help="Why (required with --force).")
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def release(paths, release_all, force, reason, agent, endpoint, as_json):
+    """Release an agent's claims on PATHs, or --all of them; --force frees anyone's."""
+    if force:
+        if not paths or not reason:
+            raise Failure("bad_request", "--force needs the PATHs to free and --reason TEXT", EXIT_USAGE)
+        by = agent or os.environ.get("USER") or "operator"
+        reply = ask(endpoint, m.Release(paths=_paths(paths), force=True, reason=reason, by=by))
+    else:
+        if not paths and not release_all:
+            raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
+        patterns = _paths(paths) if paths else []
+
+        async def body(session):
+            return await session.release(patterns, all=release_all)
+
+        reply = _as_agent(agent, endpoint, None, body)
+    payload = {"released": reply.patterns, "holders": reply.holders}
+    _out(as_json, payload, f"released {', '.join(reply.patterns) or 'nothing'}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--token", type=int, help="The fencing token of the grant this write relies on.")
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def intent(paths, token, agent, endpoint, as_json):
+    """Ask before writing these files: allow, warn or block.
+
+    In the parallel modes an allowed intent on an unclaimed path claims it for the
+    writer (auto-claim). With --token, the write is refused unless that token is the
+    agent's live grant of each path. Exit 0 on allow/warn, 1 on block.
+    """
+    targets = _paths(paths)
+
+    async def body(session):
+        return await session.intent(targets, token=token)
+
+    reply: m.Decision = _as_agent(agent, endpoint, None, body)
+    payload = {
+        "verdict": reply.verdict,
+        "reason": reply.reason,
+        "token": reply.token,
+        "holders": reply.holders,
+        "conflicts": reply.conflicts,
+        "paths": reply.paths,
+    }
+    _out(as_json, payload, f"{reply.verdict}: {reply.reason}")
+    if reply.verdict == "block":
+        sys.exit(EXIT_REFUSED)

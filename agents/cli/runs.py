@@ -1,0 +1,49 @@
+"""`lockstep run` and `lockstep demo`: commands that run other processes as agents."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .base import (
+    _need_agent,
+    endpoint_option,
+    handle_errors,
+    json_option,
+    main,
+)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--agent", metavar="NAME", envvar="LOCKSTEP_AGENT", help="The agent's name (default LOCKSTEP_AGENT).")
+@endpoint_option
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def run(agent, endpoint, as_json, command):
+    """Run COMMAND as agent NAME: lockstep run --agent NAME -- CMD ARGS...
+
+    Registers NAME with CMD's pid watched, heartbeats for it, sets LOCKSTEP_AGENT=NAME
+    for CMD and its children, forwards SIGINT/SIGTERM, releases NAME's claims when CMD
+    exits and exits with CMD's code (128+N if killed by signal N). Refused (exit 1) if
+    NAME is already live; exit 3 without starting CMD if no coordinator answers.
+    """
+    from agents.run import run_as_agent
+
+    sys.exit(run_as_agent(_need_agent(agent), list(command), endpoint, as_json))
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the throwaway repository (its path is printed).")
+@json_option
+@handle_errors
+def demo(keep, as_json):
+    """A two-minute tour: a throwaway repository, three worktrees, three agents.
+
+    Starts a coordinator, shows claims granted and refused, an intent blocked, one
+    agent killed with SIGKILL and its claims released at once, then a summary.
+    """
+    from agents.demo import run_demo
+
+    sys.exit(run_demo(keep=keep, as_json=as_json))

@@ -1,0 +1,153 @@
+"""`lockstep serve` and `lockstep stop`: the one place the client side starts the server."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+import trio
+
+from probes.config import MODES
+from protocol import discovery
+from protocol import messages as m
+
+from .base import (
+    DETACHED_ENV,
+    EXIT_REFUSED,
+    Failure,
+    _out,
+    _seconds,
+    ask,
+    endpoint_option,
+    handle_errors,
+    json_option,
+    main,
+)
+
+
+@main.command()
+@click.option("--mode", type=click.Choice(MODES), help="Conflict policy (default parallel-strict).")
+@click.option("--heartbeat", metavar="S", help="Seconds between agent heartbeats (default 1s).")
+@click.option("--liveness", type=int, metavar="N", help="Heartbeats missed before an agent is stale (default 3).")
+@click.option("--lock-delay", metavar="S", help="How long a stale holder's paths stay held (default 10s).")
+@click.option("--no-auto-claim", is_flag=True, help="Allowed intents do not claim unclaimed paths.")
+@click.option("--oneshot-ttl", metavar="S", help="Life of a session opened by a one-shot call (default 15m).")
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help="Where to listen: ipc://PATH or tcp://127.0.0.1:PORT (default: LOCKSTEP_ENDPOINT, else an ipc socket "
+    "in the state directory). Non-loopback addresses are refused: there is no authentication yet.",
+)
+@click.option("--pub-endpoint", metavar="URL", help="Publication endpoint (default: beside the request endpoint).")
+@click.option("--probe-limit", type=click.IntRange(min=1), metavar="N", help="Probes run at once (default: the CPU count).")
+@click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
+@json_option
+@handle_errors
+def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, endpoint, pub_endpoint, probe_limit, detach, as_json):
+    """Run the coordinator for the repository of the current directory.
+
+    One per repository: every worktree finds it. Settings come from these flags, then
+    the [coordinator] table of lockstep.toml at the repository root, then defaults.
+    State (endpoints, ledger.db, coordinator.log) lives in <git common dir>/lockstep.
+    """
+    from coordinator.settings import load_settings  # the one import of the server side
+
+    place = discovery.locate()
+    settings = load_settings(
+        place.worktree,
+        mode=mode,
+        heartbeat=None if heartbeat is None else _seconds(heartbeat, "--heartbeat"),
+        liveness=liveness,
+        lock_delay=None if lock_delay is None else _seconds(lock_delay, "--lock-delay"),
+        auto_claim=False if no_auto_claim else None,
+        oneshot_ttl=None if oneshot_ttl is None else _seconds(oneshot_ttl, "--oneshot-ttl"),
+    )
+    state_dir = discovery.ensure_state_dir(place)
+    rpc, pub = discovery.default_endpoints(state_dir)
+    rpc = discovery.check_endpoint(endpoint or os.environ.get("LOCKSTEP_ENDPOINT") or rpc)
+    pub = discovery.check_endpoint(pub_endpoint or (_pub_beside(rpc) if endpoint else pub))
+    if detach:
+        return _serve_detached(place, as_json)
+    try:
+        lock_fd = discovery.acquire_serve_lock(state_dir)
+    except discovery.AlreadyServing as exc:
+        info = exc.info
+        raise Failure(
+            "already_serving",
+            f"a coordinator is already serving {place.repo_id} (pid {info.get('pid', '?')}, "
+            f"endpoint {', '.join(info.get('endpoints', ['?']))}); stop it with `lockstep stop`",
+            EXIT_REFUSED,
+        ) from None
+    _setup_logging(state_dir, foreground=not os.environ.get(DETACHED_ENV))
+    from coordinator.server import Server
+
+    try:
+        reason = trio.run(Server(place, settings, rpc, pub, probe_limit).serve)
+    finally:
+        os.close(lock_fd)
+    if as_json:
+        click.echo(json.dumps({"stopped": reason}))
+
+
+def _pub_beside(endpoint: str) -> str:
+    if endpoint.startswith("tcp://"):
+        host, port = endpoint.rsplit(":", 1)
+        return f"{host}:{int(port) + 1}" if port != "0" and port != "*" else f"{host}:0"
+    return endpoint + ".pub"
+
+
+def _setup_logging(state_dir: Path, foreground: bool) -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(state_dir / discovery.LOG_FILE)]
+    if foreground:  # a detached coordinator's stderr is the log file already
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True)
+
+
+def _serve_detached(place: discovery.Place, as_json: bool) -> None:
+    argv = [a for a in sys.argv[1:] if a != "--detach"]
+    state_dir = place.state_dir
+    log_path = state_dir / discovery.LOG_FILE
+    with open(log_path, "ab") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "agents.cli", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            env={**os.environ, DETACHED_ENV: "1"},
+        )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        code = child.poll()
+        if code is not None:
+            raise Failure("serve_failed", f"the coordinator exited with code {code}; see {log_path}", EXIT_REFUSED if code == 1 else code)
+        info = discovery.read_state(state_dir)
+        if info and info.get("pid") == child.pid:
+            _out(as_json, info, f"lockstep: serving {place.repo_id} (pid {child.pid}) on {info['endpoints'][0]}; log: {log_path}")
+            return
+        time.sleep(0.05)
+    child.terminate()
+    raise Failure("serve_failed", f"the coordinator did not start within 15s; see {log_path}", EXIT_REFUSED)
+
+
+@main.command()
+@endpoint_option
+@json_option
+@handle_errors
+def stop(endpoint, as_json):
+    """Stop this repository's coordinator cleanly (claims stay in the ledger)."""
+    place = discovery.locate()
+    info = discovery.read_state(place.state_dir) or {}
+    reply = ask(endpoint, m.Shutdown(reason="lockstep stop"))
+    pid = info.get("pid")
+    if pid and not endpoint:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and discovery.read_state(place.state_dir) is not None:
+            time.sleep(0.05)
+    _out(as_json, {"stopped": True, "pid": pid, "message": reply.message}, f"lockstep: {reply.message}")

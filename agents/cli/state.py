@@ -1,0 +1,162 @@
+"""`lockstep status`, `ledger tail` and `top`: what the coordinator knows."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+import msgspec
+import trio
+
+from agents.client import open_connection, resolve_endpoint
+from protocol import discovery
+from protocol import messages as m
+
+from .base import (
+    EXIT_REFUSED,
+    Failure,
+    _out,
+    ask,
+    endpoint_option,
+    handle_errors,
+    json_option,
+    main,
+)
+
+
+def _status_payload(reply: m.StatusReply) -> dict:
+    now = time.time()
+    return {
+        "mode": reply.mode,
+        "epoch": reply.epoch,
+        "endpoints": reply.endpoints,
+        "pub": reply.pub,
+        "seq": reply.seq,
+        "agents": [
+            {
+                "name": a.name,
+                "state": a.state,
+                "pid": a.pid,
+                "worktree": a.worktree,
+                "last_seen": round(now - a.last_seen_ago, 3),
+                "last_seen_ago": a.last_seen_ago,
+                "session": a.session,
+                "kind": a.kind,
+                "reason": a.reason,
+            }
+            for a in reply.agents
+        ],
+        "claims": [
+            {
+                "pattern": c.pattern,
+                "holder": c.holder,
+                "token": c.token,
+                "access": c.access,
+                "since": round(now - c.since_ago, 3),
+                "expires_in": c.expires_in,
+            }
+            for c in reply.claims
+        ],
+        "holds": reply.holds,
+        "statistics": reply.statistics,
+    }
+
+
+def _status_text(reply: m.StatusReply) -> str:
+    lines = [f"mode {reply.mode}, epoch {reply.epoch}, endpoint {', '.join(reply.endpoints)}", "", "agents:"]
+    for a in reply.agents or []:
+        extra = f"  ({a.reason})" if a.reason else ""
+        lines.append(f"  {a.name:<16} {a.state:<6} pid {a.pid or '-':<8} seen {a.last_seen_ago:6.1f}s ago  {a.worktree}{extra}")
+    if not reply.agents:
+        lines.append("  (none)")
+    lines += ["", "claims:"]
+    for c in reply.claims:
+        lines.append(f"  {c.pattern:<32} {c.holder:<16} token {c.token:<6} {c.access:<9} {c.since_ago:6.1f}s")
+    if not reply.claims:
+        lines.append("  (none)")
+    if reply.holds:
+        lines += ["", "held after a stale holder (lock delay):"]
+        for h in reply.holds:
+            lines.append(f"  {h.pattern:<32} was {h.former_holder:<12} free in {h.free_in:.1f}s")
+    return "\n".join(lines)
+
+
+@main.command()
+@endpoint_option
+@json_option
+@handle_errors
+def status(endpoint, as_json):
+    """Show the mode, agents (alive / stale / gone) and live claims."""
+    reply = ask(endpoint, m.Status())
+    _out(as_json, _status_payload(reply), _status_text(reply))
+
+
+@main.group()
+def ledger():
+    """Read the ledger (works whether or not the coordinator runs)."""
+
+
+@ledger.command("tail")
+@click.option("-n", "count", type=int, default=20, show_default=True, help="How many of the newest events.")
+@json_option
+@handle_errors
+def ledger_tail(count, as_json):
+    """Print the newest events; with --json, one JSON object per line."""
+    from ledger import LedgerMissing, open_readonly
+
+    place = discovery.locate()
+    path = place.state_dir / discovery.LEDGER_FILE
+    try:
+        reader = open_readonly(path)
+    except LedgerMissing:
+        raise Failure("no_ledger", f"no ledger at {path}: no coordinator has served this repository yet", EXIT_REFUSED) from None
+    with reader:
+        events = reader.tail(count)
+    for e in events:
+        if as_json:
+            click.echo(json.dumps(msgspec.to_builtins(e)))
+        else:
+            when = time.strftime("%H:%M:%S", time.localtime(e.ts))
+            detail = e.data.get("reason") or e.data.get("patterns") or e.data.get("paths") or ""
+            token = f" token {e.token}" if e.token is not None else ""
+            click.echo(f"{e.id:>7} {when} e{e.epoch} {e.kind:<20} {e.agent or '':<14}{token} {detail}")
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="Print one frame and exit (no live updates).")
+@endpoint_option
+@json_option
+@handle_errors
+def top(once, endpoint, as_json):
+    """A live view: agents (state, heartbeat age, CPU and memory), claims (holder, age,
+    token, held after a stale holder), checks in flight and recent gate decisions.
+
+    Fed by a snapshot plus sequenced publications, so a late viewer sees the current
+    state and a dropped update is noticed and healed. Ctrl-C to quit.
+    """
+    from rich.console import Console
+    from rich.live import Live
+
+    from agents.top import View, follow, render
+
+    place = discovery.locate()
+    address = resolve_endpoint(place, endpoint)
+    view = View()
+
+    async def main_top():
+        async with open_connection(address) as conn:
+            view.take(await conn.request(m.Status()))
+            if once or as_json:
+                return
+            with Live(render(view), console=Console(), refresh_per_second=4, screen=False) as live:
+                await follow(conn, view.snapshot.pub[0], view, lambda: live.update(render(view)))
+
+    try:
+        trio.run(main_top)
+    except KeyboardInterrupt:
+        return
+    if as_json:
+        click.echo(json.dumps(_status_payload(view.snapshot)))
+    elif once:
+        Console().print(render(view))
