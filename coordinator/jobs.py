@@ -36,7 +36,7 @@ from probes.pool import ProbePool
 from probes.rules import Finding, RepairState, Response, RuleTable
 from protocol import messages as m
 from protocol.discovery import locate
-from protocol.errors import PeerError
+from protocol.errors import PeerError, UsageError
 
 from .effects import Effect, Send, StartJob
 
@@ -169,7 +169,7 @@ class JobRunner:
                 view.total = len(specs)
                 results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 gate = self._gate(view, results)
-        except (ProbeError, PeerError, plans.PlanReplayError) as exc:
+        except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
             gate = m.Gate(subject=view.kind, verdict="fail", reason=getattr(exc, "message", str(exc)), job=view.job, agent=view.agent)
         except Exception as exc:  # a bug in one job must not take the coordinator down
             log.exception("job %s crashed", view.job)
@@ -376,7 +376,7 @@ class JobRunner:
     async def _resume_plan(self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord]) -> None:
         try:
             gate = await self._run_plan(view, request, records)
-        except (ProbeError, PeerError, plans.PlanReplayError) as exc:
+        except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
             gate = m.Gate(subject="plan", verdict="escalate", reason=f"cannot resume: {exc}", job=view.job, agent=view.agent)
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))

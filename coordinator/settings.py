@@ -1,7 +1,10 @@
-"""The coordinator's tunables, their defaults, and where they come from.
+"""The coordinator's tunables as the core reads them: one flat, validated Struct.
 
-Precedence: ``serve`` flags > ``[coordinator]`` / ``[verify]`` in ``lockstep.toml`` >
-defaults.  The file is read when ``serve`` starts; ``[checks]`` are read at each run.
+The schema (names, types, ranges, defaults, meanings, flags) is ``probes.settings``:
+``Settings`` is generated from its ``[coordinator]`` and ``[verify]`` fields, so a
+setting is declared once.  Precedence: ``serve`` flags > ``[coordinator]`` /
+``[verify]`` in ``lockstep.toml`` > defaults.  The file is read when ``serve`` starts;
+``[checks]`` are read at each run.
 """
 
 from __future__ import annotations
@@ -10,54 +13,51 @@ from pathlib import Path
 
 import msgspec
 
-from probes.config import MODES, VERIFY_POLICIES, Config, load_config
-from protocol.errors import PeerError
+from probes.config import Config, load_config
+from probes.schema import Table, dec_hook
+from probes.settings import MODES, VERIFY_POLICIES, settings
+from protocol.errors import UsageError
+
+__all__ = ["MODES", "VERIFY_POLICIES", "Settings", "load_settings"]
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    mode: str = "parallel-strict"
-    heartbeat: float = 1.0  # seconds between an agent's heartbeats
-    liveness: int = 3  # heartbeats missed before the agent is stale
-    lock_delay: float = 10.0  # how long a possibly-alive stale holder's paths stay held
-    auto_claim: bool = True  # an allowed intent on an unclaimed path claims it
-    oneshot_ttl: float = 900.0  # life of a session opened by a one-shot CLI call
-    max_dead_agents: int = 200  # stale/gone agents kept for `status`
-    verify_policy: str = "before-final-answer"  # or "after-each-edit-batch", "off"
-    max_repair_loops: int = 3  # failing verify rounds per agent turn before it stops re-running
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise PeerError("bad_request", f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if not self.heartbeat > 0:
-            raise PeerError("bad_request", f"heartbeat must be a positive number of seconds, not {self.heartbeat}")
-        if self.liveness < 1:
-            raise PeerError("bad_request", f"liveness must be at least 1, not {self.liveness}")
-        if self.lock_delay < 0:
-            raise PeerError("bad_request", f"lock_delay must be >= 0 seconds, not {self.lock_delay}")
-        if self.verify_policy not in VERIFY_POLICIES:
-            raise PeerError("bad_request", f"verify policy must be one of {', '.join(VERIFY_POLICIES)}, not {self.verify_policy!r}")
-        if self.max_repair_loops < 0:
-            raise PeerError("bad_request", f"max_repair_loops must be >= 0, not {self.max_repair_loops}")
-        if not self.oneshot_ttl > 0:
-            raise PeerError("bad_request", f"oneshot_ttl must be positive, not {self.oneshot_ttl}")
+class _SettingsBase(Table):
+    max_dead_agents: int = 200  # stale/gone agents kept for `status` (not configurable)
 
     @property
     def silence_limit(self) -> float:
         """Seconds of silence after which a heartbeating agent is stale."""
-        return self.heartbeat * self.liveness
+        return self.heartbeat * self.liveness  # type: ignore[attr-defined]
+
+
+Settings = msgspec.defstruct(
+    "Settings",
+    [(s.name, s.type, s.default) for s in settings()],
+    bases=(_SettingsBase,),
+    module=__name__,
+    frozen=True,
+    kw_only=True,
+)
+Settings.__doc__ = "Every coordinator setting, flat: [coordinator] keys as is, [verify] ones as verify_policy, max_repair_loops."
 
 
 def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
-    """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``, validated
-    by probes.config), then ``overrides`` (flags; ``None`` means "not given")."""
+    """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``), then
+    ``overrides`` (flags, already in seconds; ``None`` means "not given").
+
+    A bad value raises ``UsageError`` (exit 2) naming the setting."""
     config = load_config(repo_root) if repo_root is not None else Config()
-    values: dict[str, object] = {
-        **msgspec.structs.asdict(config.coordinator),
-        "verify_policy": config.verify.policy,
-        "max_repair_loops": config.verify.max_repair_loops,
-    }
+    values: dict[str, object] = {}
+    for s in settings():
+        values[s.name] = getattr(getattr(config, s.table), s.key)
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return msgspec.convert(values, Settings)
+        return msgspec.convert(values, Settings, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
-        raise PeerError("bad_request", f"invalid coordinator setting: {exc}") from None
+        raise UsageError(f"invalid coordinator setting: {_explain(exc)}", code="bad_request") from None
+
+
+def _explain(exc: msgspec.ValidationError) -> str:
+    """``liveness: 0 is less than the minimum 1`` from msgspec's ``... - at `$.liveness```."""
+    problem, _, path = str(exc).rpartition(" - at `$.")
+    return f"{path.rstrip('`')}: {problem}" if problem else str(exc)

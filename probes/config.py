@@ -44,12 +44,11 @@ from typing import Any
 import msgspec
 
 from probes.model import DEFAULT_TIMEOUT, FINDINGS, KINDS, ProbeSpec
-from protocol.errors import PeerError
+from probes.settings import MODES, VERIFY_POLICIES, CoordinatorConfig, VerifyConfig
+from protocol.errors import UsageError
 
 CONFIG_FILENAME = "lockstep.toml"
 
-MODES = ("parallel-strict", "parallel-warn", "serial")
-VERIFY_POLICIES = ("after-each-edit-batch", "before-final-answer", "off")
 PROBE_KINDS = KINDS  # write, build, command, http, processes, handoff (probes.model)
 RESPONSE_ACTIONS = (
     "retry",
@@ -76,15 +75,16 @@ DEFAULT_RETRY_MAX = 3
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-class ConfigError(PeerError):
+class ConfigError(UsageError):
     """The user's configuration (``lockstep.toml``, ``PLAN.toml``) is invalid.
 
-    A ``PeerError`` with code ``bad_request``: the input is at fault, not Lockstep, and
-    the message says which file, which key and what is wrong.
+    A ``UsageError`` (exit 2; code ``bad_request`` in ``--json`` output): our user's
+    input is at fault, not Lockstep and not a remote peer, and the message says which
+    file, which key and what is wrong.
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__("bad_request", message)
+        super().__init__(message, code="bad_request")
 
     def __repr__(self) -> str:
         return f"ConfigError({self.message!r})"
@@ -133,24 +133,6 @@ def parse_duration(value: object, *, where: str | None = None) -> float:
 
 
 # --------------------------------------------------------------------------- schema
-
-
-class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """``[coordinator]``: read by the coordinator core, validated here."""
-
-    mode: str = "parallel-strict"
-    heartbeat: float = 1.0  # seconds between an agent's heartbeats
-    liveness: int = 3  # missed heartbeats before an agent is stale
-    lock_delay: float = 10.0  # seconds a possibly-alive stale holder's paths stay held
-    auto_claim: bool = True  # an allowed write intent on an unclaimed path claims it
-    oneshot_ttl: float = 900.0  # life of a session opened by a one-shot CLI call
-
-
-class VerifyConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """``[verify]``: when the suite runs and how many repair rounds an agent gets."""
-
-    policy: str = "before-final-answer"
-    max_repair_loops: int = 3
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True):

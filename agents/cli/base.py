@@ -29,7 +29,7 @@ from agents.paths import repo_relative
 from probes.config import parse_duration
 from protocol import discovery
 from protocol import messages as m
-from protocol.errors import LockstepError, PeerError
+from protocol.errors import LockstepError, PeerError, UsageError
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
@@ -74,6 +74,9 @@ def handle_errors(fn: Callable) -> Callable:
         except (RequestFailed, PeerError) as exc:
             _emit_error(as_json, exc.code, exc.message)
             sys.exit(EXIT_USAGE if exc.code in BAD_INPUT_CODES else EXIT_REFUSED)
+        except UsageError as exc:
+            _emit_error(as_json, exc.code, exc.message)
+            sys.exit(EXIT_USAGE)
         except LockstepError as exc:
             _emit_error(as_json, "error", str(exc))
             sys.exit(EXIT_REFUSED)

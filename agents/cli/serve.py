@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import trio
 
-from probes.config import MODES
+from probes.settings import settings
 from protocol import discovery
 from protocol import messages as m
 
@@ -31,13 +31,37 @@ from .base import (
 )
 
 
+def _setting_options(fn):
+    """One option per setting that has a flag, generated from the settings schema
+    (``probes.settings``): the flag, its help (meaning and default) and its choices."""
+    for s in reversed(settings()):
+        if s.flag is None:
+            continue
+        help_text = f"{s.meaning[:1].upper()}{s.meaning[1:]} (default {s.default_text})."
+        if s.flag.startswith("--no-"):
+            help_text = f"Turn off: {s.meaning} (on by default)."
+            option = click.option(s.flag, s.name, flag_value=False, default=None, help=help_text)
+        elif s.choices:
+            option = click.option(s.flag, s.name, type=click.Choice(s.choices), help=help_text)
+        elif isinstance(s.default, bool) or not isinstance(s.default, int):
+            option = click.option(s.flag, s.name, metavar=s.metavar, help=help_text)
+        else:
+            option = click.option(s.flag, s.name, type=int, metavar=s.metavar, help=help_text)
+        fn = option(fn)
+    return fn
+
+
+def _flag_values(flags: dict[str, object]) -> dict[str, object]:
+    """The flags' values in the settings' units: durations in seconds."""
+    values = dict(flags)
+    for s in settings():
+        if s.flag and isinstance(s.default, float) and values.get(s.name) is not None:
+            values[s.name] = _seconds(str(values[s.name]), s.flag)
+    return values
+
+
 @main.command()
-@click.option("--mode", type=click.Choice(MODES), help="Conflict policy (default parallel-strict).")
-@click.option("--heartbeat", metavar="S", help="Seconds between agent heartbeats (default 1s).")
-@click.option("--liveness", type=int, metavar="N", help="Heartbeats missed before an agent is stale (default 3).")
-@click.option("--lock-delay", metavar="S", help="How long a stale holder's paths stay held (default 10s).")
-@click.option("--no-auto-claim", is_flag=True, help="Allowed intents do not claim unclaimed paths.")
-@click.option("--oneshot-ttl", metavar="S", help="Life of a session opened by a one-shot call (default 15m).")
+@_setting_options
 @click.option(
     "--endpoint",
     metavar="URL",
@@ -49,7 +73,7 @@ from .base import (
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @json_option
 @handle_errors
-def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, endpoint, pub_endpoint, probe_limit, detach, as_json):
+def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     """Run the coordinator for the repository of the current directory.
 
     One per repository: every worktree finds it. Settings come from these flags, then
@@ -59,15 +83,7 @@ def serve(mode, heartbeat, liveness, lock_delay, no_auto_claim, oneshot_ttl, end
     from coordinator.settings import load_settings  # the one import of the server side
 
     place = discovery.locate()
-    settings = load_settings(
-        place.worktree,
-        mode=mode,
-        heartbeat=None if heartbeat is None else _seconds(heartbeat, "--heartbeat"),
-        liveness=liveness,
-        lock_delay=None if lock_delay is None else _seconds(lock_delay, "--lock-delay"),
-        auto_claim=False if no_auto_claim else None,
-        oneshot_ttl=None if oneshot_ttl is None else _seconds(oneshot_ttl, "--oneshot-ttl"),
-    )
+    settings = load_settings(place.worktree, **_flag_values(flags))
     state_dir = discovery.ensure_state_dir(place)
     rpc, pub = discovery.default_endpoints(state_dir)
     rpc = discovery.check_endpoint(endpoint or os.environ.get("LOCKSTEP_ENDPOINT") or rpc)

@@ -27,7 +27,7 @@ from probes.config import (
     parse_config,
     parse_duration,
 )
-from protocol.errors import LockstepError, PeerError
+from protocol.errors import LockstepError, PeerError, UsageError
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "config.md"
 
@@ -73,11 +73,12 @@ def test_parse_duration_error_names_where():
         parse_duration("5 min", where="lockstep.toml: [verify] key 'x'")
 
 
-def test_config_error_is_a_bad_request_peer_error():
-    with pytest.raises(PeerError) as info:
+def test_config_error_is_a_usage_error_with_code_bad_request():
+    # Our own user's input (exit 2), not a remote peer's fault; --json still says bad_request.
+    with pytest.raises(UsageError) as info:
         parse_config("[verify]\npolicy = 'sometimes'\n")
     assert info.value.code == "bad_request"
-    assert isinstance(info.value, LockstepError)
+    assert isinstance(info.value, LockstepError) and not isinstance(info.value, PeerError)
 
 
 # ---------------------------------------------------------------- schema

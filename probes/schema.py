@@ -1,0 +1,295 @@
+"""The value types of ``lockstep.toml`` and ``PLAN.toml``, and the one hook that decodes them.
+
+Theory
+------
+A file is decoded by ``msgspec`` straight into frozen Structs (``Table`` subclasses, with
+unknown fields forbidden), so the Struct *is* the schema: field names are the keys,
+annotations are the types, defaults are the defaults.  What msgspec cannot say on its
+own (a duration, a repo-relative path, a regular expression that compiles, a loopback
+URL) is a small custom type here, checked by ``dec_hook`` when the file is decoded; the
+hook's ``ValueError`` becomes msgspec's ``ValidationError`` with the key's path, which
+``probes.config`` turns into a message naming the file, the table and the key.
+
+The custom types exist only while decoding: ``Table.__post_init__`` stores every such
+value as its plain builtin (``Seconds`` -> ``float``, ``RelPath`` -> ``str``), so a
+decoded Struct holds the same plain values a hand-built one does, and encodes,
+compares and converts like one.
+
+This module imports only msgspec and ``re``: the client's one-shot verbs import it (the
+``serve`` flags are generated from the settings schema) and must stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import msgspec
+
+# --------------------------------------------------------------------------- durations
+
+# One component is a number and a unit; components appear largest unit first, at most
+# once each ("1h30m", not "30m1h" or "1m1m"), so every accepted string reads one way.
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION_ORDER = ("h", "m", "s", "ms")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_SHAPE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
+_DURATION_EXPECTED = "expected a number of seconds or a string like '30s', '5m', '1h30m', '250ms'"
+
+
+def duration_problem(value: object) -> tuple[float | None, str]:
+    """``(seconds, "")`` for a valid duration, else ``(None, why it is not one)``.
+
+    A duration is a number of seconds, or "30s", "5m", "1h", "1h30m", "250ms".
+    Negative, NaN and infinite values are refused, as are unitless strings ("30" is
+    ambiguous next to "30ms").
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None, f"{value!r} is not a duration: {_DURATION_EXPECTED}"
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+        if not math.isfinite(seconds) or seconds < 0:
+            return None, f"{value!r} is not a duration: it must be finite and >= 0"
+        return seconds, ""
+    text = value.strip()
+    if not _DURATION_SHAPE.fullmatch(text):
+        return None, f"{value!r} is not a duration: {_DURATION_EXPECTED}"
+    seconds = 0.0
+    last_rank = -1
+    for number, unit in _DURATION_PART.findall(text):
+        rank = _DURATION_ORDER.index(unit)
+        if rank <= last_rank:
+            return None, (
+                f"{value!r} is not a duration: units must appear largest first, "
+                "each at most once (like '1h30m')"
+            )
+        last_rank = rank
+        seconds += float(number) * _DURATION_UNITS[unit]
+    return seconds, ""
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest way the docs write ``seconds``: 900 -> "15m", 1.5 -> "1.5s"."""
+    for unit in ("h", "m", "s"):
+        size = _DURATION_UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s" if seconds >= 1 or seconds == 0 else f"{seconds * 1000:g}ms"
+
+
+# --------------------------------------------------------------------------- value types
+
+
+class Seconds(float):
+    """A duration >= 0 (``lock_delay``): a number of seconds or "250ms", "30s", "5m"."""
+
+
+class PositiveSeconds(Seconds):
+    """A duration longer than zero (timeouts, ``heartbeat``, ``every``)."""
+
+
+class Text(str):
+    """A string that is not blank."""
+
+
+class Name(Text):
+    """The name of a check, probe or step: one shell-safe word, since it appears in
+    ledger rows, CLI output and rule filters."""
+
+
+class RelPath(Text):
+    """A '/'-separated path relative to the repository root that stays inside it."""
+
+
+class Glob(Text):
+    """A relative glob such as ``*.whl``."""
+
+
+class Regex(Text):
+    """A Python regular expression that compiles."""
+
+
+class HexDigest(Text):
+    """A sha256 digest: 64 hex digits."""
+
+
+class LoopbackUrl(Text):
+    """An http(s) URL on localhost or a loopback address (http probes stay local)."""
+
+
+class Argv(list):
+    """A non-empty array of non-empty strings: a command without a shell."""
+
+
+class RegexList(Argv):
+    """A non-empty array of regular expressions that compile."""
+
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+
+_KIND_NAMES = {dict: "a table", list: "an array", str: "a string", bool: "a boolean",
+               int: "an integer", float: "a float"}
+
+
+def describe(value: object) -> str:
+    """How a message names a TOML value: ``an integer (3)``."""
+    return f"{_KIND_NAMES.get(type(value), type(value).__name__)} ({value!r})"
+
+
+def name_problem(value: str) -> str | None:
+    if _NAME_RE.fullmatch(value):
+        return None
+    return (
+        f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+        "(at most 64 characters, starting with a letter or digit)"
+    )
+
+
+def relpath_problem(value: str) -> str | None:
+    """Why ``value`` is not a repo-relative path, or None when it is one."""
+    if "\\" in value or "\x00" in value:
+        return f"{value!r} must be a '/'-separated path"
+    if value.startswith("/"):
+        return f"{value!r} must be relative to the repository root, not absolute"
+    if ".." in value.split("/"):
+        return f"{value!r} must not contain '..' (it would leave the repository)"
+    return None
+
+
+def regex_problem(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"{pattern!r} is not a valid regular expression ({exc})"
+    return None
+
+
+def loopback_url_problem(url: str) -> str | None:
+    """Why ``url`` may not be probed (http probes reach loopback only), or None."""
+    import ipaddress  # only when a config names a URL
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as exc:
+        return f"{url!r} is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http:// or https:// URL with a host"
+    host = parts.hostname
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return f"{url!r} is not on localhost or a loopback address (http probes stay local)"
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {describe(value)}")
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+def _checked(problem: Any) -> Any:
+    def check(value: object) -> str:
+        text = _text(value)
+        why = problem(text)
+        if why:
+            raise ValueError(why)
+        return text
+
+    return check
+
+
+def _seconds(value: object) -> float:
+    seconds, why = duration_problem(value)
+    if seconds is None:
+        raise ValueError(why)
+    return seconds
+
+
+def _positive_seconds(value: object) -> float:
+    seconds = _seconds(value)
+    if seconds <= 0:
+        raise ValueError(f"{value!r} must be longer than zero")
+    return seconds
+
+
+def _hex_digest(value: object) -> str:
+    if not isinstance(value, str) or not _HEX_DIGEST.fullmatch(value):
+        raise ValueError(f"expected 64 hex digits, got {describe(value)}")
+    return value
+
+
+def _glob(value: object) -> str:
+    text = _text(value)
+    if text.startswith("/"):
+        raise ValueError(f"{text!r} must be a relative glob such as '*.whl'")
+    return text
+
+
+def _argv(value: object) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"expected a non-empty array of strings, got {describe(value)}")
+    return value
+
+
+def _regex_list(value: object) -> list[str]:
+    for pattern in _argv(value):
+        why = regex_problem(pattern)
+        if why:
+            raise ValueError(why)
+    return value  # type: ignore[return-value]
+
+
+# custom type -> (check returning the plain value or raising ValueError, plain type)
+_DECODERS: dict[type, Any] = {
+    Seconds: _seconds,
+    PositiveSeconds: _positive_seconds,
+    Text: _text,
+    Name: _checked(name_problem),
+    RelPath: _checked(relpath_problem),
+    Glob: _glob,
+    Regex: _checked(regex_problem),
+    HexDigest: _hex_digest,
+    LoopbackUrl: _checked(loopback_url_problem),
+    Argv: _argv,
+    RegexList: _regex_list,
+}
+
+
+def dec_hook(kind: type, value: Any) -> Any:
+    """msgspec's hook for the custom types above: check ``value``, wrap it in ``kind``."""
+    check = _DECODERS.get(kind)
+    if check is None:
+        raise NotImplementedError(kind)
+    return kind(check(value))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and type(value) is not float:
+        return float(value)
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
+    if isinstance(value, list) and type(value) is not list:
+        return [_plain(v) for v in value]
+    return value
+
+
+class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A table of a TOML file: unknown keys are refused; custom-typed values are stored
+    as their plain builtins once decoded (see the module docstring)."""
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            plain = _plain(value)
+            if plain is not value:
+                msgspec.structs.force_setattr(self, name, plain)

@@ -1,0 +1,160 @@
+"""The coordinator's settings: one schema for the ``serve`` flags, ``[coordinator]`` and
+``[verify]`` in ``lockstep.toml``, the defaults and the documentation table.
+
+Each setting is one annotated field below: its type and range (checked when the file or
+the flags are decoded), its default, its meaning, and the ``serve`` flag that sets it,
+if any.  ``agents/cli/serve.py`` generates its options from these fields,
+``coordinator/settings.py`` its flat ``Settings`` Struct, and ``settings_table()`` the
+README's "Configuration and defaults" table (a test checks the README matches).
+
+Precedence: ``serve`` flags > ``lockstep.toml`` > these defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
+
+from probes.schema import PositiveSeconds, Seconds, Table, format_duration
+
+Mode = Literal["parallel-strict", "parallel-warn", "serial"]
+VerifyPolicy = Literal["after-each-edit-batch", "before-final-answer", "off"]
+MODES: tuple[str, ...] = get_args(Mode)
+VERIFY_POLICIES: tuple[str, ...] = get_args(VerifyPolicy)
+
+
+def setting(meaning: str, *, flag: str | None = None, metavar: str | None = None) -> Meta:
+    """A field's documentation: what it means and the ``serve`` flag that sets it.
+
+    A flag starting with ``--no-`` turns a boolean setting off."""
+    return Meta(description=meaning, extra={"flag": flag, "metavar": metavar})
+
+
+class CoordinatorConfig(Table):
+    """``[coordinator]``: the coordinator's tunables, read when ``serve`` starts."""
+
+    mode: Annotated[Mode, setting(
+        "conflict policy: block a conflicting writer before it writes / warn it / one writer at a time",
+        flag="--mode",
+    )] = "parallel-strict"
+    heartbeat: Annotated[PositiveSeconds, setting(
+        "interval between an agent's heartbeats", flag="--heartbeat", metavar="S",
+    )] = 1.0
+    liveness: Annotated[int, Meta(ge=1), setting(
+        "heartbeats missed before an agent is stale: stale after heartbeat × liveness of silence",
+        flag="--liveness", metavar="N",
+    )] = 3
+    lock_delay: Annotated[Seconds, setting(
+        "how long a stale holder that may still be alive keeps its paths before anyone else may take them", flag="--lock-delay", metavar="S",
+    )] = 10.0
+    auto_claim: Annotated[bool, setting(
+        "in the parallel modes, an allowed write intent on an unclaimed path claims it for the writer", flag="--no-auto-claim",
+    )] = True
+    oneshot_ttl: Annotated[PositiveSeconds, setting(
+        "life of a session opened by a one-shot CLI call (renewed by each call of that agent)",
+        flag="--oneshot-ttl", metavar="S",
+    )] = 900.0
+
+
+class VerifyConfig(Table):
+    """``[verify]``: when the suite runs and how many repair rounds an agent gets."""
+
+    policy: Annotated[VerifyPolicy, setting(
+        "when the verify suite runs: after every batch of edits, when the agent says it is done, "
+        "or never (then `done` is not gated)",
+    )] = "before-final-answer"
+    max_repair_loops: Annotated[int, Meta(ge=0), setting(
+        "failing verify rounds per agent turn before verify stops re-running and the failure report stands",
+    )] = 3
+
+
+# The [verify] keys as the coordinator's flat Settings names them.
+VERIFY_SETTING_NAMES = {"policy": "verify_policy", "max_repair_loops": "max_repair_loops"}
+
+
+class SettingInfo(msgspec.Struct, frozen=True):
+    """One setting as the flags and the docs see it."""
+
+    table: str  # "coordinator" or "verify"
+    key: str  # its key in that table
+    name: str  # its name in the coordinator's Settings
+    type: Any  # the annotation (for msgspec)
+    default: Any
+    meaning: str
+    flag: str | None
+    metavar: str | None
+    choices: tuple[str, ...]  # for a Literal type; () otherwise
+    minimum: int | None  # for an integer with a lower bound
+
+    @property
+    def default_text(self) -> str:
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        if isinstance(self.default, float):
+            return format_duration(self.default)
+        return str(self.default)
+
+    @property
+    def type_text(self) -> str:
+        """The type column of docs/config.md."""
+        if self.choices:
+            return " \\| ".join(f"`{c}`" for c in self.choices)
+        if isinstance(self.default, bool):
+            return "boolean"
+        if isinstance(self.default, float):
+            return "duration ≥ 0" if self.minimum == 0 else "duration"
+        return "integer" + (f" ≥ {self.minimum}" if self.minimum is not None else "")
+
+
+def settings() -> tuple[SettingInfo, ...]:
+    """Every setting of ``[coordinator]`` then ``[verify]``, in declaration order."""
+    import msgspec.inspect  # the type walk is only for flags and docs, not for decoding
+
+    found: list[SettingInfo] = []
+    for table, struct, rename in (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES)):
+        annotations = {f.name: f.type for f in msgspec.structs.fields(struct)}
+        for field in msgspec.inspect.type_info(struct).fields:
+            info = field.type
+            extra = info.extra or {}
+            inner = info.type
+            found.append(
+                SettingInfo(
+                    table=table,
+                    key=field.name,
+                    name=rename.get(field.name, field.name),
+                    type=annotations[field.name],
+                    default=field.default,
+                    meaning=info.extra_json_schema.get("description", ""),
+                    flag=extra.get("flag"),
+                    metavar=extra.get("metavar"),
+                    choices=tuple(getattr(inner, "values", ())),
+                    minimum=getattr(inner, "ge", None) if isinstance(inner, msgspec.inspect.IntType) else (
+                        0 if isinstance(inner, msgspec.inspect.CustomType) and inner.cls is Seconds else None
+                    ),
+                )
+            )
+    return tuple(found)
+
+
+def settings_table() -> str:
+    """The Markdown table of the README's "Configuration and defaults" section."""
+    rows = [
+        "| key (`lockstep.toml`) | flag | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for s in settings():
+        key = f"`{s.key}`" if s.table == "coordinator" else f"`[{s.table}] {s.key}`"
+        flag = f"`{s.flag}`" if s.flag else "—"
+        rows.append(f"| {key} | {flag} | `{s.default_text}` | {s.meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def config_table(table: str) -> str:
+    """The Markdown table of ``[coordinator]`` or ``[verify]`` in docs/config.md."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for s in settings():
+        if s.table == table:
+            rows.append(f"| `{s.key}` | {s.type_text} | `{s.default_text}` | {s.meaning} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,77 @@
+"""The coordinator settings are declared once: flags, lockstep.toml, defaults and docs agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import msgspec
+import pytest
+
+from probes.settings import (
+    CoordinatorConfig,
+    VerifyConfig,
+    config_table,
+    settings,
+    settings_table,
+)
+from protocol.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_readme_table_is_the_schema():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Configuration and defaults", 1)[1].split("\n## ", 1)[0]
+    assert settings_table() in section, "regenerate the README table: probes.settings.settings_table()"
+
+
+@pytest.mark.parametrize("table", ["coordinator", "verify"])
+def test_the_config_docs_tables_are_the_schema(table):
+    docs = (ROOT / "docs" / "config.md").read_text()
+    section = docs.split(f"## `[{table}]`", 1)[1].split("\n## ", 1)[0]
+    assert config_table(table) in section, f"regenerate with probes.settings.config_table({table!r})"
+
+
+def test_every_setting_is_documented_and_defaults_come_from_the_structs():
+    found = {(s.table, s.key): s for s in settings()}
+    assert set(found) == {("coordinator", k) for k in CoordinatorConfig.__struct_fields__} | {
+        ("verify", k) for k in VerifyConfig.__struct_fields__
+    }
+    assert all(s.meaning for s in found.values())
+    assert found["coordinator", "heartbeat"].default == CoordinatorConfig().heartbeat
+    assert found["verify", "policy"].default == VerifyConfig().policy
+
+
+def test_serve_flags_are_generated_from_the_schema():
+    from agents.cli.serve import serve
+
+    options = {opt for param in serve.params if isinstance(param, click.Option) for opt in param.opts}
+    flags = {s.flag for s in settings() if s.flag}
+    assert flags <= options
+    assert flags == {"--mode", "--heartbeat", "--liveness", "--lock-delay", "--no-auto-claim", "--oneshot-ttl"}
+
+
+def test_coordinator_settings_are_the_schema_fields_flat():
+    from coordinator.settings import Settings, load_settings
+
+    names = {s.name for s in settings()}
+    assert names <= set(Settings.__struct_fields__)
+    defaults = Settings()
+    assert defaults.mode == "parallel-strict" and defaults.heartbeat == 1.0 and defaults.verify_policy == "before-final-answer"
+    assert load_settings(None, heartbeat=0.2, liveness=5).silence_limit == pytest.approx(1.0)
+    assert type(load_settings(None, lock_delay=2).lock_delay) is float
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [({"liveness": 0}, "liveness"), ({"mode": "yolo"}, "mode"), ({"heartbeat": 0.0}, "heartbeat"),
+     ({"lock_delay": -1.0}, "lock_delay")],
+)
+def test_a_bad_flag_value_is_a_usage_error_naming_the_setting(overrides, fragment):
+    from coordinator.settings import load_settings
+
+    with pytest.raises(UsageError) as info:
+        load_settings(None, **overrides)
+    assert fragment in info.value.message
+    assert not isinstance(info.value, msgspec.ValidationError)
