@@ -16,61 +16,57 @@
 * After a coordinator restart the socket reconnects by itself and the session resumes
   with its claims (the coordinator rebuilt them from its ledger).  If the coordinator
   moved to another endpoint, the next failing request rediscovers it.
+
+This client is for long-lived processes (``lockstep run``, ``top``, the demo).  The
+one-shot CLI verbs use ``agents.oneshot``, the blocking client with the same session
+rules that imports no event loop; the exceptions and helpers both share live there.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import socket as socketlib
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import AsyncIterator, Callable
 
 import msgspec
 import trio
 import zmq
 
+from agents.oneshot import (  # shared with the blocking client; re-exported here
+    DEFAULT_TIMEOUT,
+    CoordinatorUnreachable,
+    RequestFailed,
+    UnexpectedReply,
+    default_timeout,
+    expect,
+    make_hello,
+    resolve_endpoint,
+    stderr_notice,
+)
 from protocol import messages as m
 from protocol.codec import decode_reply, encode
-from protocol.discovery import Place, discover_endpoint, locate
-from protocol.errors import LockstepError, single_errors
+from protocol.discovery import Place, locate
+from protocol.errors import single_errors
 from protocol.procs import process_started
 from protocol.trio_zmq import TrioSocket
 
-DEFAULT_TIMEOUT = 2.0
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AgentSession",
+    "Connection",
+    "CoordinatorUnreachable",
+    "RequestFailed",
+    "UnexpectedReply",
+    "default_timeout",
+    "expect",
+    "make_hello",
+    "open_agent",
+    "open_connection",
+    "resolve_endpoint",
+]
+
 REDISCOVER_EVERY = 5  # heartbeats between looks at the state file (did the coordinator move?)
-
-
-def default_timeout() -> float:
-    try:
-        return float(os.environ.get("LOCKSTEP_TIMEOUT", DEFAULT_TIMEOUT))
-    except ValueError:
-        return DEFAULT_TIMEOUT
-
-
-class CoordinatorUnreachable(LockstepError):
-    """No coordinator answered (exit code 3)."""
-
-
-class RequestFailed(LockstepError):
-    """The coordinator answered with an ``Error``: ``code`` and ``message`` say why."""
-
-    def __init__(self, error: m.Error) -> None:
-        super().__init__(error.message)
-        self.code = error.code
-        self.message = error.message
-
-
-class UnexpectedReply(LockstepError):
-    """The coordinator answered with a reply of another type (mismatched versions?)."""
-
-
-def expect(reply: m.Reply, kind: type) -> m.Reply:
-    if not isinstance(reply, kind):
-        raise UnexpectedReply(f"the coordinator answered {type(reply).__name__} where {kind.__name__} was expected")
-    return reply
-
 
 class Connection:
     def __init__(self, endpoint: str, timeout: float, sock: TrioSocket) -> None:
@@ -152,19 +148,6 @@ async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncI
                     nursery.cancel_scope.cancel()
     finally:
         sock.close()
-
-
-def resolve_endpoint(place: Place, endpoint: str | None = None) -> str:
-    found = discover_endpoint(place, endpoint)
-    if found is None:
-        raise CoordinatorUnreachable(
-            f"no coordinator is running for {place.repo_id} (no {place.state_dir}/coordinator.json); "
-            "start one with `lockstep serve`, or pass --endpoint / LOCKSTEP_ENDPOINT"
-        )
-    if found.startswith("ipc://") and not found.startswith("ipc://@"):
-        if not Path(found[len("ipc://") :]).exists():
-            raise CoordinatorUnreachable(f"no coordinator is listening at {found}; start one with `lockstep serve`")
-    return found
 
 
 Notice = Callable[[str], None]
@@ -279,25 +262,6 @@ class AgentSession:
                     self._on_notice(f"could not open a new session: {exc}")
 
 
-def _stderr_notice(text: str) -> None:
-    import sys
-
-    print(f"lockstep: {text}", file=sys.stderr)
-
-
-def make_hello(name: str, place: Place, *, kind: str = "session", pid: int | None = None, ttl: float | None = None) -> m.Hello:
-    return m.Hello(
-        agent=name,
-        kind=kind,
-        repo=place.repo_id,
-        worktree=str(place.worktree),
-        host=socketlib.gethostname(),
-        pid=pid,
-        pid_started=process_started(pid) if pid is not None else None,
-        ttl=ttl,
-    )
-
-
 @asynccontextmanager
 async def open_agent(
     name: str,
@@ -308,7 +272,7 @@ async def open_agent(
     pid: int | None = None,
     timeout: float | None = None,
     heartbeat: bool = True,
-    on_notice: Notice = _stderr_notice,
+    on_notice: Notice = stderr_notice,
 ) -> AsyncIterator[AgentSession]:
     """Open (or, for ``kind="oneshot"``, attach to) ``name``'s session; heartbeat while
     inside; say bye on a clean exit of a ``session``/``run`` kind."""

@@ -14,6 +14,9 @@ Claude Code runs a hook command with the event as JSON on stdin
 The agent is ``LOCKSTEP_AGENT`` (set by ``lockstep run``), else ``claude-`` and the
 first characters of the Claude session id.  With no coordinator the hook lets the edit
 through and says so on stderr, unless ``--fail-closed``.
+
+The hook runs before and after every edit, so this module and the calls it makes
+(``write_intent``: the blocking one-shot client) import no event loop.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from typing import Callable
 
-from protocol.errors import LockstepError
+from protocol.errors import LockstepError, PeerError
 
 WRITING_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 
@@ -79,6 +83,45 @@ def post_tool_use(event: dict, verify_write) -> HookOutcome:
     if passed:
         return HookOutcome(0)
     return HookOutcome(2, stderr=f"lockstep: the write to {path} did not land as written: {reason}")
+
+
+Decide = Callable[[str, str], "tuple[str, str]"]  # (agent, path) -> (verdict, reason)
+VerifyWrite = Callable[[str, str, str], "tuple[bool, str]"]  # (agent, path, sha256) -> (passed, reason)
+
+
+def answer(event: dict, decide: Decide, verify_write: VerifyWrite, *, fail_closed: bool = False) -> HookOutcome:
+    """The hook's whole answer to one event.  With no coordinator (or an error reply)
+    the edit goes on, said on stderr; ``fail_closed`` denies a PreToolUse instead."""
+    from agents.oneshot import CoordinatorUnreachable, RequestFailed
+
+    kind = event.get("hook_event_name")
+    try:
+        if kind == "PreToolUse":
+            return pre_tool_use(event, decide)
+        if kind == "PostToolUse":
+            return post_tool_use(event, verify_write)
+        return HookOutcome(0)
+    except (CoordinatorUnreachable, RequestFailed) as exc:
+        if fail_closed and kind == "PreToolUse":
+            return deny(f"lockstep: {exc} (--fail-closed)")
+        return HookOutcome(0, stderr=f"lockstep: {exc}; the edit is not coordinated")
+
+
+def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -> tuple[str, str]:
+    """Ask the coordinator whether ``agent`` may write ``path`` (as the editor gave it,
+    relative to ``cwd``): ``(verdict, reason)``.  A path outside the repository is
+    nobody's business: allowed."""
+    from agents.oneshot import open_oneshot
+    from agents.paths import repo_relative
+    from protocol.discovery import locate
+
+    try:
+        target = repo_relative(path, locate(cwd), cwd)
+    except PeerError:
+        return "allow", "outside the repository"
+    with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
+        decision = session.intent([target])
+    return decision.verdict, decision.reason
 
 
 class HookInputError(LockstepError):

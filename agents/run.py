@@ -15,7 +15,7 @@ import sys
 
 import trio
 
-from protocol.errors import single_errors
+from protocol.errors import EXIT_USAGE, exit_code_of, single_errors
 
 from .client import CoordinatorUnreachable, RequestFailed, open_agent
 
@@ -31,7 +31,7 @@ def run_as_agent(name: str, argv: list[str], endpoint: str | None = None, as_jso
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        return _fail(as_json, "bad_request", "no command given (lockstep run --agent NAME -- CMD ...)", 2)
+        return _fail(as_json, "bad_request", "no command given (lockstep run --agent NAME -- CMD ...)", EXIT_USAGE)
     return trio.run(_run, name, argv, endpoint, as_json)
 
 
@@ -60,10 +60,9 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool) 
                     nursery.cancel_scope.cancel()
             return exit_status(returncode)
     except CoordinatorUnreachable as exc:
-        return _fail(as_json, "unreachable", f"{exc}; not starting {argv[0]}", 3)
+        return _fail(as_json, exc.code, f"{exc}; not starting {argv[0]}", exit_code_of(exc))
     except RequestFailed as exc:
-        status = 2 if exc.code in ("bad_agent", "bad_request", "wrong_repo", "version") else 1
-        return _fail(as_json, exc.code, exc.message, status)
+        return _fail(as_json, exc.code, exc.message, exit_code_of(exc))
 
 
 async def _forward(signals, process: trio.Process) -> None:

@@ -66,6 +66,32 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
+# Exit codes of every command (scripts rely on them).
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+# Error codes that mean "the input is wrong" (exit 2); "unreachable" exits 3; every
+# other code (a refusal, an expired session, the coordinator's own bug) exits 1.
+BAD_INPUT_CODES = frozenset(
+    {"usage", "malformed", "unknown_type", "version", "too_large", "bad_path", "bad_agent", "bad_request", "wrong_repo"}
+)
+
+
+def exit_code_for(code: str) -> int:
+    """The exit status for an error ``code``: the one mapping every command, ``run``,
+    the hooks and the MCP server use."""
+    if code == "unreachable":
+        return EXIT_UNREACHABLE
+    return EXIT_USAGE if code in BAD_INPUT_CODES else EXIT_REFUSED
+
+
+def exit_code_of(exc: LockstepError) -> int:
+    """The exit status for an error raised on purpose: a ``UsageError`` always exits 2,
+    a coded error by its code, anything else 1."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    code = getattr(exc, "code", None)
+    return exit_code_for(code) if isinstance(code, str) else EXIT_REFUSED
+
+
 def _leaves(group: BaseExceptionGroup):
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):

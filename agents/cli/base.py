@@ -11,35 +11,60 @@ from __future__ import annotations
 import json
 import sys
 from functools import wraps
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
 import click
-import msgspec
-import trio
 
-from agents.client import (
-    CoordinatorUnreachable,
-    RequestFailed,
-    open_agent,
-    open_connection,
-    resolve_endpoint,
+from protocol.errors import (  # noqa: F401  (EXIT_* and BAD_INPUT_CODES: re-exported for the verb modules)
+    BAD_INPUT_CODES,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    LockstepError,
+    exit_code_of,
 )
-from agents.paths import repo_relative
-from probes.config import parse_duration
-from protocol import discovery
-from protocol import messages as m
-from protocol.errors import LockstepError, PeerError, UsageError
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
-# Error codes that mean "your input is wrong" (exit 2); every other error code exits 1.
-BAD_INPUT_CODES = {"malformed", "unknown_type", "version", "too_large", "bad_path", "bad_agent", "bad_request", "wrong_repo"}
 
-try:
-    __version__ = version("lockstep")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+source"
+# Which module defines each top-level command.  The group imports a verb's module only
+# when that verb runs (or when help lists every command), so `lockstep intent` pays for
+# pyzmq and msgspec, not for trio, rich or the coordinator's settings.
+VERB_MODULES: dict[str, str] = {
+    "serve": "serve",
+    "stop": "serve",
+    "claim": "claims",
+    "release": "claims",
+    "intent": "claims",
+    "status": "state",
+    "ledger": "state",
+    "top": "state",
+    "run": "runs",
+    "demo": "runs",
+    "check": "checks",
+    "verify": "checks",
+    "done": "checks",
+    "plan": "checks",
+    "hook": "hooks",
+    "guard": "hooks",
+    "mcp": "hooks",
+}
+
+
+def version_text() -> str:
+    """The installed package's version (read only when asked: importlib.metadata is slow)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lockstep")
+    except PackageNotFoundError:  # running from a source tree
+        return "0.0.0+source"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return version_text()
+    raise AttributeError(name)
 
 
 class Failure(Exception):
@@ -68,24 +93,24 @@ def handle_errors(fn: Callable) -> Callable:
         except Failure as exc:
             _emit_error(as_json, exc.code, exc.message)
             sys.exit(exc.exit_code)
-        except CoordinatorUnreachable as exc:
-            _emit_error(as_json, "unreachable", str(exc))
-            sys.exit(EXIT_UNREACHABLE)
-        except (RequestFailed, PeerError) as exc:
-            _emit_error(as_json, exc.code, exc.message)
-            sys.exit(EXIT_USAGE if exc.code in BAD_INPUT_CODES else EXIT_REFUSED)
-        except UsageError as exc:
-            _emit_error(as_json, exc.code, exc.message)
-            sys.exit(EXIT_USAGE)
         except LockstepError as exc:
-            _emit_error(as_json, "error", str(exc))
-            sys.exit(EXIT_REFUSED)
+            code = getattr(exc, "code", None)
+            if isinstance(code, str) and hasattr(exc, "message"):
+                _emit_error(as_json, code, exc.message)
+            else:
+                _emit_error(as_json, "error", str(exc))
+            sys.exit(exit_code_of(exc))
 
     return wrapper
 
 
 def _out(as_json: bool, payload: Any, text: str) -> None:
-    click.echo(json.dumps(msgspec.to_builtins(payload)) if as_json else text)
+    if as_json:
+        import msgspec
+
+        click.echo(json.dumps(msgspec.to_builtins(payload)))
+    else:
+        click.echo(text)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -108,6 +133,8 @@ def _seconds(text: str, flag: str) -> float:
     try:
         return float(text)
     except ValueError:
+        from probes.config import parse_duration
+
         return parse_duration(text, where=flag)
 
 
@@ -122,41 +149,89 @@ def _need_agent(agent: str | None) -> str:
 
 
 def _paths(args: tuple[str, ...]) -> list[str]:
+    from agents.paths import repo_relative
+    from protocol import discovery
+
     place = discovery.locate()
     return [repo_relative(arg, place) for arg in args]
 
 
 def _as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:
     """Run ``body(session)`` as ``agent`` in a one-shot call (attaches to a live session)."""
+    from agents.oneshot import open_oneshot
+
     name = _need_agent(agent)
-
-    async def main() -> Any:
-        async with open_agent(name, endpoint=endpoint, kind="oneshot", pid=pid, heartbeat=False) as session:
-            return await body(session)
-
-    return trio.run(main)
+    with open_oneshot(name, endpoint=endpoint, pid=pid) as session:
+        return body(session)
 
 
-def ask(endpoint: str | None, message: m.Request) -> m.Reply:
+def ask(endpoint: str | None, message: Any) -> Any:
     """One anonymous request to this repository's coordinator (no agent session)."""
-    address = resolve_endpoint(discovery.locate(), endpoint)
+    from agents import oneshot
 
-    async def request() -> m.Reply:
-        async with open_connection(address) as conn:
-            return await conn.request(message)
-
-    return trio.run(request)
+    return oneshot.ask(endpoint, message)
 
 
-def _conflict_lines(conflicts: list[m.Conflict]) -> str:
+def _conflict_lines(conflicts: list) -> str:
     return "\n".join(f"  {c.pattern}: {c.reason}" for c in conflicts)
 
 
 # ====================================================================== the group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="lockstep")
+class LazyGroup(click.Group):
+    """A group whose verbs are imported on first use (see ``VERB_MODULES``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: set[str] = set()
+
+    def _load(self, module: str) -> None:
+        if module not in self._loaded:
+            self._loaded.add(module)
+            __import__(f"{__package__}.{module}")  # its decorators add its verbs to this group
+
+    def _load_all(self) -> None:
+        for module in dict.fromkeys(VERB_MODULES.values()):
+            self._load(module)
+
+    @property
+    def commands(self) -> dict[str, click.Command]:
+        self._load_all()
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._commands[name] = cmd
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = VERB_MODULES.get(cmd_name)
+        if module is not None:
+            self._load(module)
+        elif cmd_name not in self._commands:
+            self._load_all()  # a verb a module added without a VERB_MODULES entry
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands)
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"lockstep, version {version_text()}")
+        ctx.exit()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit."
+)
 def main() -> None:
     """Lockstep: one coordinator for many coding agents working on one repository.
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 import msgspec
-import trio
 
-from agents.client import (
-    AgentSession,
+from agents.oneshot import (
+    Connection,
+    OneShotSession,
     expect,
-    open_agent,
     open_connection,
+    open_oneshot,
     resolve_endpoint,
 )
 from protocol import discovery
@@ -70,16 +71,16 @@ def _print_failures(results: list[dict]) -> None:
             click.echo(result["output"].rstrip(), err=True)
 
 
-async def _follow(session_or_conn, accepted: m.Reply, as_json: bool) -> m.Gate:
+def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_json: bool) -> m.Gate:
     """Poll the job until it finishes; show results as they come."""
-    conn = session_or_conn.conn if isinstance(session_or_conn, AgentSession) else session_or_conn
+    conn = session_or_conn.conn if isinstance(session_or_conn, OneShotSession) else session_or_conn
     if isinstance(accepted, m.Gate):  # decided without running (e.g. the repair bound)
         return accepted
     expect(accepted, m.Accepted)
     shown = 0
     interactive = sys.stderr.isatty() and not as_json
     while True:
-        reply = expect(await conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
+        reply = expect(conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
         if not as_json:
             for result in reply.results[shown:]:
                 _print_result(result)
@@ -88,7 +89,7 @@ async def _follow(session_or_conn, accepted: m.Reply, as_json: bool) -> m.Gate:
                 click.echo(f"  … job {reply.job}: {reply.done}/{reply.total or '?'} done\r", nl=False, err=True)
         if reply.gate is not None:
             return reply.gate
-        await trio.sleep(POLL_INTERVAL)
+        time.sleep(POLL_INTERVAL)
 
 
 def _finish(gate: m.Gate, as_json: bool) -> None:
@@ -106,17 +107,14 @@ def _finish(gate: m.Gate, as_json: bool) -> None:
 def _run_job(agent: str | None, endpoint: str | None, build, as_json: bool = False) -> m.Gate:
     """Send ``build(session_id_or_None)`` as ``agent`` (or anonymously) and follow the job."""
 
-    async def main_job():
-        if agent:
-            async with open_agent(agent, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-                accepted = await session.call(lambda s: build(s))
-                return await _follow(session, accepted, as_json)
-        place = discovery.locate()
-        async with open_connection(resolve_endpoint(place, endpoint)) as conn:
-            accepted = await conn.request(build(None))
-            return await _follow(conn, accepted, as_json)
-
-    return trio.run(main_job)
+    if agent:
+        with open_oneshot(agent, endpoint=endpoint) as session:
+            accepted = session.call(lambda s: build(s))
+            return _follow(session, accepted, as_json)
+    place = discovery.locate()
+    with open_connection(resolve_endpoint(place, endpoint)) as conn:
+        accepted = conn.request(build(None))
+        return _follow(conn, accepted, as_json)
 
 
 def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float | None, agent, endpoint, as_json) -> None:
@@ -275,11 +273,9 @@ def done(agent, endpoint, as_json):
 
     name = _need_agent(agent)
 
-    async def main_done():
-        async with open_agent(name, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-            return await session.call(lambda s: m.Done(session=s))
-
-    _finish(trio.run(main_done), as_json)
+    with open_oneshot(name, endpoint=endpoint) as session:
+        gate = session.call(lambda s: m.Done(session=s))
+    _finish(gate, as_json)
 
 
 # ---------------------------------------------------------------------- plans

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
-import trio
 
 from protocol import messages as m
 
@@ -54,15 +54,15 @@ def claim(paths, shared, ttl, wait, agent, pid, endpoint, as_json):
     ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
     wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
 
-    async def body(session):
-        deadline = trio.current_time() + wait_s
+    def body(session):
+        deadline = time.monotonic() + wait_s
         while True:
-            reply = await session.claim(patterns, shared=shared, ttl=ttl_s)
-            left = deadline - trio.current_time()
+            reply = session.claim(patterns, shared=shared, ttl=ttl_s)
+            left = deadline - time.monotonic()
             if isinstance(reply, m.Granted) or left <= 0:
                 return reply
             hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
-            await trio.sleep(min(left, max(0.05, hint) if hint else 0.2))
+            time.sleep(min(left, max(0.05, hint) if hint else 0.2))
 
     reply = _as_agent(agent, endpoint, pid, body)
     payload = _claim_payload(reply)
@@ -97,8 +97,8 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
             raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
         patterns = _paths(paths) if paths else []
 
-        async def body(session):
-            return await session.release(patterns, all=release_all)
+        def body(session):
+            return session.release(patterns, all=release_all)
 
         reply = _as_agent(agent, endpoint, None, body)
     payload = {"released": reply.patterns, "holders": reply.holders}
@@ -121,8 +121,8 @@ def intent(paths, token, agent, endpoint, as_json):
     """
     targets = _paths(paths)
 
-    async def body(session):
-        return await session.intent(targets, token=token)
+    def body(session):
+        return session.intent(targets, token=token)
 
     reply: m.Decision = _as_agent(agent, endpoint, None, body)
     payload = {

@@ -7,17 +7,8 @@ import os
 import sys
 
 import click
-import msgspec
-import trio
 
-from agents import guard as git_guard
-from agents import hooks
-from agents.client import CoordinatorUnreachable, RequestFailed, open_agent
-from agents.paths import repo_relative
 from protocol import discovery
-from protocol import messages as m
-from protocol.errors import PeerError
-from protocol.paths import Pattern, overlaps
 
 from .base import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
 
@@ -47,42 +38,24 @@ def hook_claude(fail_closed, endpoint, as_json):
                 "PostToolUse": [{"matcher": "Write",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}]}
     """
+    from agents import hooks
+
     event = hooks.parse_event(sys.stdin.read())
     cwd = event.get("cwd") or os.getcwd()
-    kind = event.get("hook_event_name")
 
     def decide(agent: str, path: str) -> tuple[str, str]:
-        try:
-            target = repo_relative(path, discovery.locate(cwd), cwd)
-        except PeerError:
-            return "allow", "outside the repository"
-
-        async def ask_intent():
-            async with open_agent(agent, cwd=cwd, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-                return await session.intent([target])
-
-        decision = trio.run(ask_intent)
-        return decision.verdict, decision.reason
+        return hooks.write_intent(agent, path, cwd, endpoint)
 
     def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
-        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
+        from protocol import messages as m
+
         from .checks import _run_job
 
+        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
         gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
         return gate.verdict == "pass", gate.reason
 
-    try:
-        if kind == "PreToolUse":
-            outcome = hooks.pre_tool_use(event, decide)
-        elif kind == "PostToolUse":
-            outcome = hooks.post_tool_use(event, verify_write)
-        else:
-            outcome = hooks.HookOutcome(0)
-    except (CoordinatorUnreachable, RequestFailed) as exc:
-        if fail_closed and kind == "PreToolUse":
-            outcome = hooks.deny(f"lockstep: {exc} (--fail-closed)")
-        else:
-            outcome = hooks.HookOutcome(0, stderr=f"lockstep: {exc}; the edit is not coordinated")
+    outcome = hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
     if outcome.stdout:
         click.echo(outcome.stdout)
     if outcome.stderr:
@@ -104,11 +77,16 @@ def guard():
 def guard_install(as_json):
     """Install the pre-commit and pre-push hooks in the repository's common hooks
     folder, so they run in every worktree."""
+    from agents import guard as git_guard
+
     written = git_guard.install(discovery.locate().worktree)
     click.echo(json.dumps({"installed": [str(p) for p in written]}) if as_json else "\n".join(f"installed {p}" for p in written))
 
 
 def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: str) -> None:
+    from agents import guard as git_guard
+    from agents.oneshot import CoordinatorUnreachable
+
     agent = git_guard.agent_name()
     if not files:
         return
@@ -127,12 +105,14 @@ def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: st
 
 def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bool, str]:
     """(blocked, reason): as an agent, by write intents; as a person, by live claims."""
-    if agent:
-        async def ask_intent():
-            async with open_agent(agent, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-                return await session.intent(files)
+    from protocol import messages as m
+    from protocol.paths import Pattern, overlaps
 
-        decision = trio.run(ask_intent)
+    if agent:
+        from agents.oneshot import open_oneshot
+
+        with open_oneshot(agent, endpoint=endpoint) as session:
+            decision = session.intent(files)
         return decision.verdict == "block", decision.reason
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
@@ -152,6 +132,8 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
 def guard_pre_commit(endpoint, as_json):
     """Refuse the commit if a staged file is held by another live agent (as an agent,
     a write intent for each staged file; as a person, any live claim on it)."""
+    from agents import guard as git_guard
+
     _check_files(git_guard.staged_files(discovery.locate().worktree), endpoint, as_json, "commit")
 
 
@@ -164,6 +146,8 @@ def guard_pre_commit(endpoint, as_json):
 def guard_pre_push(remote, url, endpoint, as_json):
     """Refuse the push if a file it changes is held by another live agent (reads git's
     ref lines on stdin)."""
+    from agents import guard as git_guard
+
     files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
     _check_files(files, endpoint, as_json, "push")
 
@@ -182,7 +166,13 @@ def mcp_server(agent, endpoint, as_json):
     status, verify, done), acting as one agent with paths relative to the current
     directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
     (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
+    import msgspec
+
     from agents import mcp
+    from agents.oneshot import open_oneshot
+    from agents.paths import repo_relative
+    from protocol import messages as m
+    from protocol.errors import LockstepError, exit_code_of
 
     from .base import _need_agent
     from .checks import _run_job
@@ -193,11 +183,8 @@ def mcp_server(agent, endpoint, as_json):
     place = discovery.locate()
 
     def as_agent(body):
-        async def run():
-            async with open_agent(name, endpoint=endpoint, kind="oneshot", heartbeat=False) as session:
-                return await body(session)
-
-        return trio.run(run)
+        with open_oneshot(name, endpoint=endpoint) as session:
+            return body(session)
 
     def call_tool(tool: str, args: dict):
         try:
@@ -220,10 +207,11 @@ def mcp_server(agent, endpoint, as_json):
             if tool == "done":
                 gate = as_agent(lambda s: s.call(lambda sid: m.Done(session=sid)))
                 return msgspec.to_builtins(gate), gate.verdict != "pass"
-        except (RequestFailed, PeerError) as exc:
-            return {"error": {"code": exc.code, "message": exc.message}}, True
-        except CoordinatorUnreachable as exc:
-            return {"error": {"code": "unreachable", "message": str(exc)}}, True
+        except LockstepError as exc:
+            code = getattr(exc, "code", None)
+            if not (isinstance(code, str) and hasattr(exc, "message")):
+                raise
+            return {"error": {"code": code, "message": exc.message, "exit_code": exit_code_of(exc)}}, True
         return {"error": {"code": "bad_request", "message": f"unknown tool {tool}"}}, True
 
     mcp.serve(sys.stdin, sys.stdout, call_tool)

@@ -6,10 +6,7 @@ import json
 import time
 
 import click
-import msgspec
-import trio
 
-from agents.client import open_connection, resolve_endpoint
 from protocol import discovery
 from protocol import messages as m
 
@@ -103,6 +100,8 @@ def ledger():
 @handle_errors
 def ledger_tail(count, as_json):
     """Print the newest events; with --json, one JSON object per line."""
+    import msgspec
+
     from ledger import LedgerMissing, open_readonly
 
     place = discovery.locate()
@@ -135,9 +134,11 @@ def top(once, endpoint, as_json):
     Fed by a snapshot plus sequenced publications, so a late viewer sees the current
     state and a dropped update is noticed and healed. Ctrl-C to quit.
     """
+    import trio
     from rich.console import Console
     from rich.live import Live
 
+    from agents.client import open_connection, resolve_endpoint
     from agents.top import View, follow, render
 
     place = discovery.locate()

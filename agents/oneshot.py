@@ -1,0 +1,287 @@
+"""The blocking client: a one-shot call to a repository's coordinator, no event loop.
+
+    with open_oneshot("alice") as agent:          # attach to alice's live session, or open one
+        decision = agent.intent(["src/api/x.py"])   # Decision (allow / warn / block)
+    reply = ask(None, m.Status())                   # an anonymous request
+
+The CLI's one-shot verbs (``intent``, ``claim``, ``release``, ``status``, ``hook``,
+``guard``, ``check``, ``verify``, ``done``) run once per edit or commit, so they pay
+only for what they use: pyzmq, msgspec and the wire types; no trio (``agents.client``,
+the long-lived trio client, is for ``run``, ``top`` and the demo).
+
+* One DEALER socket, one request at a time: send, then wait (``zmq.Socket.poll``) for
+  the reply with the same ``req`` for at most ``LOCKSTEP_TIMEOUT`` seconds (default
+  2), else ``CoordinatorUnreachable`` (exit 3).  Replies to other requests and frames
+  we cannot decode are skipped.
+* A one-shot call naming a live agent acts within that agent's session; otherwise the
+  coordinator opens a one-shot session (a TTL, or ``--pid``).  One-shot calls never end
+  a session.  If the session expired, or the coordinator came back at another
+  endpoint, the client says hello again (resume or renew) and sends once more, exactly
+  as ``agents.client`` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket as socketlib
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import msgspec
+import zmq
+
+from protocol import messages as m
+from protocol.codec import decode_reply, encode
+from protocol.discovery import Place, discover_endpoint, locate
+from protocol.errors import LockstepError
+
+DEFAULT_TIMEOUT = 2.0
+EXPIRED = ("session_expired", "unknown_session")  # error codes that mean "say hello again"
+
+
+def default_timeout() -> float:
+    try:
+        return float(os.environ.get("LOCKSTEP_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+class CoordinatorUnreachable(LockstepError):
+    """No coordinator answered (exit code 3)."""
+
+    code = "unreachable"
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class RequestFailed(LockstepError):
+    """The coordinator answered with an ``Error``: ``code`` and ``message`` say why."""
+
+    def __init__(self, error: m.Error) -> None:
+        super().__init__(error.message)
+        self.code = error.code
+        self.message = error.message
+
+
+class UnexpectedReply(LockstepError):
+    """The coordinator answered with a reply of another type (mismatched versions?)."""
+
+
+def expect(reply: m.Reply, kind: type) -> m.Reply:
+    if not isinstance(reply, kind):
+        raise UnexpectedReply(f"the coordinator answered {type(reply).__name__} where {kind.__name__} was expected")
+    return reply
+
+
+def resolve_endpoint(place: Place, endpoint: str | None = None) -> str:
+    found = discover_endpoint(place, endpoint)
+    if found is None:
+        raise CoordinatorUnreachable(
+            f"no coordinator is running for {place.repo_id} (no {place.state_dir}/coordinator.json); "
+            "start one with `lockstep serve`, or pass --endpoint / LOCKSTEP_ENDPOINT"
+        )
+    if found.startswith("ipc://") and not found.startswith("ipc://@"):
+        if not Path(found[len("ipc://") :]).exists():
+            raise CoordinatorUnreachable(f"no coordinator is listening at {found}; start one with `lockstep serve`")
+    return found
+
+
+Notice = Callable[[str], None]
+
+
+def stderr_notice(text: str) -> None:
+    import sys
+
+    print(f"lockstep: {text}", file=sys.stderr)
+
+
+def make_hello(name: str, place: Place, *, kind: str = "session", pid: int | None = None, ttl: float | None = None) -> m.Hello:
+    started = None
+    if pid is not None:
+        from protocol.procs import process_started  # psutil: only when a pid is watched
+
+        started = process_started(pid)
+    return m.Hello(
+        agent=name,
+        kind=kind,
+        repo=place.repo_id,
+        worktree=str(place.worktree),
+        host=socketlib.gethostname(),
+        pid=pid,
+        pid_started=started,
+        ttl=ttl,
+    )
+
+
+class Connection:
+    """One DEALER socket to the coordinator; one request at a time."""
+
+    def __init__(self, endpoint: str, timeout: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.timeout = default_timeout() if timeout is None else timeout
+        self._req_ids = itertools.count(1)
+        self._context = zmq.Context()
+        self._sock = self._context.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.RECONNECT_IVL, 50)
+        self._sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        self._sock.connect(endpoint)
+
+    def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:
+        """Send and wait for the matching reply; ``Error`` replies raise ``RequestFailed``."""
+        req = next(self._req_ids)
+        frame = encode(msgspec.structs.replace(message, req=req))
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        if not self._wait(zmq.POLLOUT, deadline):
+            raise self._unreachable()
+        self._sock.send(frame, zmq.NOBLOCK)
+        while self._wait(zmq.POLLIN, deadline):
+            frames = self._sock.recv_multipart(zmq.NOBLOCK)
+            try:
+                reply = decode_reply(frames[-1])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # a newer coordinator's message we cannot read; nothing waits on it
+            if reply.req != req:
+                continue  # the answer to an earlier request we gave up on
+            if isinstance(reply, m.Error):
+                raise RequestFailed(reply)
+            return reply
+        raise self._unreachable()
+
+    def _wait(self, event: int, deadline: float) -> bool:
+        left = deadline - time.monotonic()
+        return left > 0 and bool(self._sock.poll(max(1, round(left * 1000)), event))
+
+    def _unreachable(self) -> CoordinatorUnreachable:
+        return CoordinatorUnreachable(
+            f"no answer from the coordinator at {self.endpoint} within {self.timeout:g}s "
+            "(is `lockstep serve` running for this repository?)"
+        )
+
+    def move_to(self, endpoint: str) -> None:
+        """Follow a coordinator that came back at another endpoint."""
+        self._sock.disconnect(self.endpoint)
+        self._sock.connect(endpoint)
+        self.endpoint = endpoint
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+        self._context.term()
+
+
+@contextmanager
+def open_connection(endpoint: str, timeout: float | None = None) -> Iterator[Connection]:
+    conn = Connection(endpoint, timeout)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def ask(endpoint: str | None, message: m.Request, cwd: str | os.PathLike | None = None) -> m.Reply:
+    """One anonymous request to this repository's coordinator (no agent session)."""
+    with open_connection(resolve_endpoint(locate(cwd), endpoint)) as conn:
+        return conn.request(message)
+
+
+class OneShotSession:
+    """An agent's session seen from one call.  Use ``open_oneshot``."""
+
+    def __init__(self, conn: Connection, hello: m.Hello, on_notice: Notice, place: Place | None = None) -> None:
+        self.conn = conn
+        self._place = place  # where to rediscover the coordinator (None: a fixed endpoint)
+        self._hello = hello
+        self._on_notice = on_notice
+        self.welcome: m.Welcome | None = None
+
+    @property
+    def name(self) -> str:
+        return self._hello.agent
+
+    @property
+    def session(self) -> str:
+        assert self.welcome is not None, "use open_oneshot(): the session is opened on entry"
+        return self.welcome.session
+
+    def hello(self) -> m.Welcome:
+        welcome = expect(self.conn.request(self._hello), m.Welcome)
+        self.welcome = welcome
+        if welcome.notice:
+            self._on_notice(welcome.notice)
+        return welcome
+
+    def _renew(self, stale_session: str) -> None:
+        """Say hello again with our session: the coordinator resumes it if it is still
+        live (e.g. after a restart), else opens a new one with no claims and says so."""
+        self._hello = msgspec.structs.replace(self._hello, session=stale_session)
+        try:
+            self.hello()
+        finally:
+            self._hello = msgspec.structs.replace(self._hello, session=None)
+
+    def call(self, build: Callable[[str], m.Request]) -> m.Reply:
+        """Send ``build(session_id)``.  If the session expired, or the coordinator came
+        back elsewhere, say hello again (resume or renew) and send it once more."""
+        session = self.session
+        try:
+            return self.conn.request(build(session))
+        except RequestFailed as exc:
+            if exc.code not in EXPIRED:
+                raise
+        except CoordinatorUnreachable:
+            if not self._rediscover():
+                raise  # same endpoint: nothing answers there
+        self._renew(session)
+        return self.conn.request(build(self.session))
+
+    def _rediscover(self) -> bool:
+        """The coordinator may have restarted at another endpoint (a new tcp port):
+        follow its state file.  True if we moved."""
+        if self._place is None:
+            return False
+        try:
+            endpoint = resolve_endpoint(self._place)
+        except CoordinatorUnreachable:
+            return False
+        if endpoint == self.conn.endpoint:
+            return False
+        self.conn.move_to(endpoint)
+        return True
+
+    def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
+        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
+
+    def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
+        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
+
+    def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
+        return self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))
+
+    def status(self) -> m.StatusReply:
+        return self.conn.request(m.Status())
+
+
+@contextmanager
+def open_oneshot(
+    name: str,
+    *,
+    cwd: str | os.PathLike | None = None,
+    endpoint: str | None = None,
+    pid: int | None = None,
+    timeout: float | None = None,
+    on_notice: Notice = stderr_notice,
+) -> Iterator[OneShotSession]:
+    """Attach to ``name``'s live session, or open a one-shot one (a TTL, or as long as
+    ``pid`` lives).  Leaving never ends the session."""
+    place = locate(cwd)
+    address = resolve_endpoint(place, endpoint)
+    with open_connection(address, timeout) as conn:
+        fixed = endpoint or os.environ.get("LOCKSTEP_ENDPOINT")
+        agent = OneShotSession(conn, make_hello(name, place, kind="oneshot", pid=pid), on_notice, None if fixed else place)
+        agent.hello()
+        yield agent
