@@ -16,6 +16,7 @@ import msgspec
 from probes.config import Config, load_config
 from probes.schema import Table, dec_hook
 from probes.settings import MODES, VERIFY_POLICIES, settings
+from probes.tomlfile import explain
 from protocol.errors import UsageError
 
 __all__ = ["MODES", "VERIFY_POLICIES", "Settings", "load_settings"]
@@ -54,10 +55,5 @@ def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
     try:
         return msgspec.convert(values, Settings, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
-        raise UsageError(f"invalid coordinator setting: {_explain(exc)}", code="bad_request") from None
-
-
-def _explain(exc: msgspec.ValidationError) -> str:
-    """``liveness: 0 is less than the minimum 1`` from msgspec's ``... - at `$.liveness```."""
-    problem, _, path = str(exc).rpartition(" - at `$.")
-    return f"{path.rstrip('`')}: {problem}" if problem else str(exc)
+        message = explain(str(exc), Settings, values, "invalid coordinator setting", nested=True)
+        raise UsageError(message, code="bad_request") from None

@@ -75,7 +75,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Annotated, Any, Callable, Union
 
 import msgspec
 import psutil
@@ -105,6 +105,18 @@ from probes.model import (
     ProbeSpec,
 )
 from probes.output import errors_first
+from probes.schema import (
+    RUNTIME_ONLY,
+    Argv,
+    Glob,
+    HexDigest,
+    LoopbackUrl,
+    Regex,
+    RegexList,
+    RelPath,
+    Text,
+    in_toml,
+)
 
 # -- params -------------------------------------------------------------------------
 
@@ -113,49 +125,53 @@ class _Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     pass
 
 
+# Each field's annotation also says how lockstep.toml writes it (probes.schema.in_toml):
+# the [[probe]] schema is derived from these Structs (probes.config).
+
+
 class WriteParams(_Params):
-    path: str
-    sha256: str
+    path: Annotated[str, in_toml(RelPath)]
+    sha256: Annotated[str, in_toml(HexDigest, optional=True)]
 
 
 class BuildParams(_Params):
-    dir: str
-    previous_hash: str | None = None
-    pattern: str = "*"
+    dir: Annotated[str, in_toml(RelPath)]
+    previous_hash: Annotated[str | None, RUNTIME_ONLY] = None
+    pattern: Annotated[str, in_toml(Glob)] = "*"
 
 
 class CommandParams(_Params):
-    argv: list[str] | None = None
-    shell: str | None = None
+    argv: Annotated[list[str] | None, in_toml(Argv)] = None
+    shell: Annotated[str | None, in_toml(Text, key="cmd")] = None
     expect_exit: int = 0
-    creates: str | None = None
+    creates: Annotated[str | None, in_toml(RelPath)] = None
     env: dict[str, str] | None = None
 
 
 class HttpParams(_Params):
-    url: str
-    status: int | None = 200
-    contains: str | None = None
-    json_path: str | None = None
+    url: Annotated[str, in_toml(LoopbackUrl)]
+    status: Annotated[int | None, in_toml(Annotated[int, msgspec.Meta(ge=100, le=599)])] = 200
+    contains: Annotated[str | None, in_toml(Text)] = None
+    json_path: Annotated[str | None, in_toml(Text)] = None
     # UNSET (absent) differs from null: {"equals": null} checks the value is null.
     equals: Any | msgspec.UnsetType = msgspec.UNSET
     at_least: int | float | None = None
 
 
 class ProcessesParams(_Params):
-    match: str
-    count: int = 1
-    names: list[str] | None = None
+    match: Annotated[str, in_toml(Regex)]
+    count: Annotated[int, in_toml(Annotated[int, msgspec.Meta(ge=0)])] = 1
+    names: Annotated[list[str] | None, in_toml(RegexList)] = None
     exact: bool = False
     # Pids never counted: the requester's own (`lockstep check processes --match X`
     # has X in its command line).
-    exclude_pids: list[int] = []
+    exclude_pids: Annotated[list[int], RUNTIME_ONLY] = []
 
 
 class HandoffParams(_Params):
-    path: str
-    threshold: int = 85
-    repo_root: str | None = None
+    path: Annotated[str, in_toml(RelPath)]
+    threshold: Annotated[int, in_toml(Annotated[int, msgspec.Meta(ge=0, le=100)])] = 85
+    repo_root: Annotated[str | None, RUNTIME_ONLY] = None
 
 
 Params = Union[WriteParams, BuildParams, CommandParams, HttpParams, ProcessesParams, HandoffParams]

@@ -41,13 +41,15 @@ succeeded, failed, escalated.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import msgspec
 
-from probes.config import ConfigError, Probe, _check_name, _Table, parse_probe_table
+from probes.config import Probe, probe_from_table, probe_tables
+from probes.schema import Name, Table, Text
+from probes.tomlfile import ConfigError, decode
 from protocol.errors import LocalError, LockstepError
 
 PLAN_FILENAME = "PLAN.toml"
@@ -201,24 +203,67 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         raise LocalError(f"plan {self.name!r} has no step {step_id!r}")
 
 
-def _parse_plan(text: str, source: str, known: Mapping[str, Probe] | None) -> Plan:
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
-    top = _Table(document, source)
-    if not top.has("plan"):
-        raise ConfigError(f"{source}: the [plan] table with its 'name' is missing")
-    header = _Table(top._get("plan", None), f"{source}: [plan]")
-    name = header.string("name")
-    header.finish()
+class _PlanHeader(Table, kw_only=True):
+    name: Text
 
+
+@cache
+def _step_table() -> type:
+    """``[[step]]``: ``pre``/``post`` hold probe names or inline probe tables (whose
+    ``name`` defaults to STEP.pre.N and which take no ``every``)."""
+    probes = list[Union[str, probe_tables(named=False, schedulable=False)]]
+    return msgspec.defstruct(
+        "StepTable",
+        [
+            ("id", Name),
+            ("run", Union[Text, None], None),  # a shell command
+            ("expect", Union[Text, None], None),  # an agent action
+            ("agent", Union[Text, None], None),
+            ("pre", probes, []),
+            ("post", probes, []),
+            ("on_pre_fail", Literal[ON_PRE_FAIL], "escalate"),
+            ("on_post_fail", Literal[ON_POST_FAIL], "escalate"),
+            ("retries", Annotated[int, msgspec.Meta(ge=0)], 1),
+            ("rollback", Union[Text, None], None),
+        ],
+        bases=(Table,),
+        module=__name__,
+        frozen=True,
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+
+
+@cache
+def _plan_file() -> type:
+    """The Struct a PLAN.toml decodes into."""
+    return msgspec.defstruct(
+        "PlanFile",
+        [
+            ("plan", _PlanHeader),
+            ("step", list[_step_table()]),
+            ("probe", list[probe_tables(schedulable=False)], []),
+        ],
+        bases=(Table,),
+        namespace={
+            "hint": " (a plan has [plan], [[step]] and [[probe]])",
+            "missing": {
+                "plan": "the [plan] table with its 'name' is missing",
+                "step": "a plan needs at least one [[step]]",
+            },
+        },
+        module=__name__,
+        frozen=True,
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+
+
+def _parse_plan(text: str, source: str, known: Mapping[str, Probe] | None) -> Plan:
+    file = decode(text, _plan_file(), source)
     local_probes: dict[str, Probe] = {}
-    raw_probes = top._get("probe", [])
-    if not isinstance(raw_probes, list):
-        raise ConfigError(f"{source}: 'probe' must be an array of tables [[probe]]")
-    for index, body in enumerate(raw_probes, start=1):
-        probe = parse_probe_table(body, f"{source}: [[probe]] #{index}", schedulable=False)
+    for index, table in enumerate(file.probe, start=1):
+        probe = probe_from_table(table, f"{source}: [[probe]] #{index}")
         if probe.name in local_probes:
             raise ConfigError(f"{source}: [[probe]] #{index} key 'name': {probe.name!r} is used twice")
         if known is not None and probe.name in known:
@@ -227,52 +272,36 @@ def _parse_plan(text: str, source: str, known: Mapping[str, Probe] | None) -> Pl
                 "of lockstep.toml; use another name or use that one"
             )
         local_probes[probe.name] = probe
-
-    raw_steps = top._get("step", None)
-    if not isinstance(raw_steps, list) or not raw_steps:
+    if not file.step:
         raise ConfigError(f"{source}: a plan needs at least one [[step]]")
     steps: list[Step] = []
-    for number, body in enumerate(raw_steps, start=1):
-        steps.append(_parse_step(body, source, number, steps, local_probes, known))
-    top.finish(hint=" (a plan has [plan], [[step]] and [[probe]])")
-    return Plan(name=name, steps=tuple(steps), source=source)
+    for table in file.step:
+        steps.append(_parse_step(table, source, steps, local_probes, known))
+    return Plan(name=file.plan.name, steps=tuple(steps), source=source)
 
 
 def _parse_step(
-    body: object,
+    table: Any,
     source: str,
-    number: int,
     earlier: list[Step],
     local_probes: Mapping[str, Probe],
     known: Mapping[str, Probe] | None,
 ) -> Step:
-    where = f"{source}: [[step]] #{number}"
-    table = _Table(body, where)
-    step_id = table.string("id")
-    _check_name(step_id, f"{where} key 'id'")
+    step_id = table.id
     where = f"{source}: [[step]] {step_id!r}"
-    table.where = where
     if any(step.id == step_id for step in earlier):
         raise ConfigError(f"{where} key 'id': {step_id!r} is used by an earlier step")
-    run = table.string("run", None)
-    expect = table.string("expect", None)
-    agent = table.string("agent", None)
-    if (run is None) == (expect is None):
+    if (table.run is None) == (table.expect is None):
         raise ConfigError(f"{where}: a step needs exactly one of 'run' (a command) or 'expect'")
-    if expect is not None and agent is None:
+    if table.expect is not None and table.agent is None:
         raise ConfigError(f"{where}: 'expect' needs 'agent' (who is expected to act)")
-    if run is not None and agent is not None:
+    if table.run is not None and table.agent is not None:
         raise ConfigError(f"{where} key 'agent': only an 'expect' step names an agent")
-    pre = _parse_probe_list(table, "pre", step_id, local_probes, known)
-    post = _parse_probe_list(table, "post", step_id, local_probes, known)
-    on_pre_fail = table.string("on_pre_fail", "escalate", choices=ON_PRE_FAIL)
-    on_post_fail = table.string("on_post_fail", "escalate", choices=ON_POST_FAIL)
-    retries = table.integer("retries", 1, minimum=0)
-    rollback = table.string("rollback", None)
-    table.finish()
-    if on_pre_fail == "skip" and not pre:
+    pre = _resolve_probes(table.pre, where, "pre", step_id, local_probes, known)
+    post = _resolve_probes(table.post, where, "post", step_id, local_probes, known)
+    if table.on_pre_fail == "skip" and not pre:
         raise ConfigError(f"{where} key 'on_pre_fail': 'skip' needs 'pre' probes to fail")
-    if on_post_fail == "rollback":
+    if table.on_post_fail == "rollback":
         if not earlier:
             raise ConfigError(
                 f"{where} key 'on_post_fail': 'rollback' undoes the previous step, and this "
@@ -284,44 +313,35 @@ def _parse_step(
                 f"command, and step {earlier[-1].id!r} has none"
             )
     return Step(
-        id=step_id, run=run, expect=expect, agent=agent, pre=pre, post=post,
-        on_pre_fail=on_pre_fail, on_post_fail=on_post_fail, retries=retries, rollback=rollback,
+        id=step_id, run=table.run, expect=table.expect, agent=table.agent, pre=pre, post=post,
+        on_pre_fail=table.on_pre_fail, on_post_fail=table.on_post_fail, retries=table.retries,
+        rollback=table.rollback,
     )
 
 
-def _parse_probe_list(
-    table: _Table,
+def _resolve_probes(
+    items: list[Any],
+    where: str,
     key: str,
     step_id: str,
     local_probes: Mapping[str, Probe],
     known: Mapping[str, Probe] | None,
 ) -> tuple[Probe | str, ...]:
-    value = table._get(key, [])
-    if not isinstance(value, list):
-        raise table._fail(key, "expected an array of probe names or inline probe tables")
+    """Names resolved against the plan's probes, then lockstep.toml's (``known``);
+    inline tables become probes named STEP.KEY.N."""
     result: list[Probe | str] = []
-    for index, item in enumerate(value, start=1):
-        if isinstance(item, str):
-            if item in local_probes:
-                result.append(local_probes[item])
-            elif known is not None and item in known:
-                result.append(known[item])
-            elif known is None:
-                result.append(item)  # resolved by the caller against lockstep.toml
-            else:
-                names = sorted({*local_probes, *known})
-                raise table._fail(
-                    key, f"{item!r} names no [[probe]] (known: {', '.join(names) or 'none'})"
-                )
+    for index, item in enumerate(items, start=1):
+        if not isinstance(item, str):
+            result.append(probe_from_table(item, f"{where} key '{key}' item {index}", f"{step_id}.{key}.{index}"))
+        elif item in local_probes:
+            result.append(local_probes[item])
+        elif known is not None and item in known:
+            result.append(known[item])
+        elif known is None:
+            result.append(item)  # resolved by the caller against lockstep.toml
         else:
-            result.append(
-                parse_probe_table(
-                    item,
-                    f"{table.where} key '{key}' item {index}",
-                    default_name=f"{step_id}.{key}.{index}",
-                    schedulable=False,
-                )
-            )
+            names = sorted({*local_probes, *known})
+            raise ConfigError(f"{where} key '{key}': {item!r} names no [[probe]] (known: {', '.join(names) or 'none'})")
     return tuple(result)
 
 

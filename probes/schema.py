@@ -293,3 +293,23 @@ class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             plain = _plain(value)
             if plain is not value:
                 msgspec.structs.force_setattr(self, name, plain)
+
+
+# --------------------------------------------------------------------------- probe params in TOML
+
+
+def in_toml(toml_type: Any = None, *, key: str | None = None, optional: bool = False) -> msgspec.Meta:
+    """How a probe kind's parameter is written in a ``[[probe]]`` table.
+
+    Annotate a params field with it (``path: Annotated[str, in_toml(RelPath)]``):
+    ``toml_type`` is the stricter type the file is checked against (default: the
+    field's own, without ``None``), ``key`` the file's spelling when it differs, and
+    ``optional`` makes a field the probe needs at run time optional in the file (the
+    caller supplies it: a write's ``sha256`` from the agent's claim).
+    """
+    return msgspec.Meta(extra={"toml": {"type": toml_type, "key": key, "optional": optional}})
+
+
+# A params field the caller fills in at run time (from the ledger or the worktree):
+# never written in a [[probe]] table.
+RUNTIME_ONLY = msgspec.Meta(extra={"toml": None})

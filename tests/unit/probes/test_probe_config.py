@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from probes.config import (
@@ -27,6 +28,7 @@ from probes.config import (
     parse_config,
     parse_duration,
 )
+from probes.schema import dec_hook
 from protocol.errors import LockstepError, PeerError, UsageError
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "config.md"
@@ -444,3 +446,24 @@ def test_docs_mention_every_key_and_value():
     values |= {"after-each-edit-batch", "before-final-answer", "off"}
     for word in sorted(keys | values):
         assert f"`{word}`" in text, f"docs/config.md does not mention `{word}`"
+
+
+def test_probe_tables_are_derived_from_the_params_structs():
+    from probes import builtin
+    from probes.config import probe_table
+
+    runtime_only = {"build": {"previous_hash"}, "processes": {"exclude_pids"}, "handoff": {"repo_root"}}
+    for kind, params in builtin.PARAMS_TYPES.items():
+        table = probe_table(kind)
+        keys = set(table.__struct_fields__) - {"name", "every", "timeout"}
+        spelled = {"shell" if key == "cmd" else key for key in keys}
+        assert spelled | runtime_only.get(kind, set()) == set(params.__struct_fields__), kind
+        assert table.__struct_config__.forbid_unknown_fields
+
+
+def test_a_decoded_config_holds_plain_values():
+    config = parse_config(FULL)
+    assert type(config.coordinator.heartbeat) is float and type(config.checks[1].cwd) is str
+    assert type(config.probe("api-health").params["url"]) is str
+    # durations and checked strings are custom types only while decoding, through the hook
+    assert msgspec.json.decode(msgspec.json.encode(config), type=Config, dec_hook=dec_hook) == config
