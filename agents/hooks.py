@@ -21,19 +21,16 @@ The hook runs before and after every edit, so this module and the calls it makes
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from protocol.errors import LockstepError, PeerError
 
 WRITING_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 
 
-@dataclass(frozen=True)
-class HookOutcome:
+class HookOutcome(NamedTuple):  # not a dataclass: ``dataclasses`` slows every hook's start-up
     exit_code: int
     stdout: str = ""
     stderr: str = ""
@@ -78,6 +75,8 @@ def post_tool_use(event: dict, verify_write) -> HookOutcome:
     content = (event.get("tool_input") or {}).get("content")
     if not path or content is None:
         return HookOutcome(0)
+    import hashlib  # only after a Write: the PreToolUse path does not pay for it
+
     expected = hashlib.sha256(content.encode()).hexdigest()
     passed, reason = verify_write(agent_for(event), path, expected)
     if passed:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket as socketlib
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,11 +110,21 @@ def make_hello(name: str, place: Place, *, kind: str = "session", pid: int | Non
         kind=kind,
         repo=place.repo_id,
         worktree=str(place.worktree),
-        host=socketlib.gethostname(),
+        host=_hostname(),
         pid=pid,
         pid_started=started,
         ttl=ttl,
     )
+
+
+def _hostname() -> str:
+    """``socket.gethostname()`` without importing ``socket`` (the same value on POSIX)."""
+    try:
+        return os.uname().nodename
+    except AttributeError:  # no uname (Windows)
+        import socket
+
+        return socket.gethostname()
 
 
 class Connection:

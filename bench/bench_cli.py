@@ -69,6 +69,9 @@ class Bench:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSTEP_")}
         env["PYTHONPATH"] = str(PROJECT) + os.pathsep + env.get("PYTHONPATH", "")
         env["GIT_CEILING_DIRECTORIES"] = str(self.dir)
+        # Measure what an installed lockstep costs: pip compiles its modules to bytecode,
+        # so the runs here may write (and then read) __pycache__ too.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env = env
         self.proc: subprocess.Popen | None = None
 

@@ -16,14 +16,12 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import ipaddress
 import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from protocol.errors import PeerError
 
@@ -34,9 +32,11 @@ LOCK_FILE = "serve.lock"
 IPC_PATH_LIMIT = 100  # sun_path is 108 bytes on Linux, minus "ipc://" slack
 
 
-@dataclass(frozen=True)
-class Place:
-    """A repository as Lockstep sees it from some working directory."""
+class Place(NamedTuple):
+    """A repository as Lockstep sees it from some working directory.
+
+    (A NamedTuple, not a dataclass: every one-shot CLI call locates its repository,
+    and ``dataclasses`` costs a few milliseconds of its start-up.)"""
 
     worktree: Path  # the top of the worktree (or the directory, outside git)
     repo_id: str  # the git common dir, resolved: the same for every worktree
@@ -72,6 +72,8 @@ def default_endpoints(state_dir: Path) -> tuple[str, str]:
     rpc, pub = state_dir / "rpc.sock", state_dir / "pub.sock"
     if len(str(pub)) <= IPC_PATH_LIMIT:
         return f"ipc://{rpc}", f"ipc://{pub}"
+    import hashlib  # only for deep state directories
+
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:20]
     if sys.platform.startswith("linux"):
         return f"ipc://@lockstep-{digest}-rpc", f"ipc://@lockstep-{digest}-pub"
@@ -84,6 +86,8 @@ def check_endpoint(endpoint: str) -> str:
     if endpoint.startswith("ipc://"):
         return endpoint
     if endpoint.startswith("tcp://"):
+        import ipaddress  # only for tcp endpoints
+
         host = endpoint[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
         if host == "localhost":
             return endpoint

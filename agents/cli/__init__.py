@@ -4,10 +4,31 @@
 module adds its verbs to the group when imported: ``serve`` (serve, stop), ``claims``
 (claim, release, intent), ``state`` (status, ledger, top), ``runs`` (run, demo),
 ``checks`` (check, verify, done, plan) and ``hooks`` (hook, guard, mcp).  The group
-imports a module only when one of its verbs runs (``base.VERB_MODULES``), so a
-one-shot call such as ``lockstep intent`` or ``lockstep hook claude`` starts fast.
+imports a module only when one of its verbs runs (``base.VERB_MODULES``), and the
+entry point (``fast.run``) answers ``intent`` and ``hook claude`` without importing
+click at all, so the calls an agent makes on every edit start fast.
+
+``main`` (the click group) is imported on first use: importing this package costs
+nothing, so the entry point's fast path stays fast.
 """
 
-from .base import main
+from __future__ import annotations
 
-__all__ = ["main"]
+from typing import Any
+
+__all__ = ["main", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "main":
+        from .base import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run() -> None:
+    """The ``lockstep`` command."""
+    from .fast import run as run_fast
+
+    run_fast()

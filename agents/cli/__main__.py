@@ -1,5 +1,5 @@
 """``python -m agents.cli``: the same as the ``lockstep`` command."""
 
-from agents.cli import main
+from agents.cli.fast import run
 
-main()
+run()

@@ -8,22 +8,30 @@ Every command that prints state takes ``--json``; in JSON mode an error prints
 
 from __future__ import annotations
 
-import json
-import sys
-from functools import wraps
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from protocol.errors import (  # noqa: F401  (EXIT_* and BAD_INPUT_CODES: re-exported for the verb modules)
+from protocol.errors import (  # noqa: F401  (re-exported for the verb modules)
     BAD_INPUT_CODES,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    LockstepError,
-    exit_code_of,
 )
+
+from .output import (  # noqa: F401  (re-exported for the verb modules under their old names)
+    Failure,
+    ask,
+    handle_errors,
+)
+from .output import as_agent as _as_agent  # noqa: F401
+from .output import conflict_lines as _conflict_lines  # noqa: F401
+from .output import emit_error as _emit_error  # noqa: F401
+from .output import need_agent as _need_agent  # noqa: F401
+from .output import out as _out  # noqa: F401
+from .output import repo_paths as _paths  # noqa: F401
+from .output import seconds as _seconds  # noqa: F401
 
 DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
 
@@ -67,52 +75,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-class Failure(Exception):
-    """Ends a command with an error message and an exit code."""
-
-    def __init__(self, code: str, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.code, self.message, self.exit_code = code, message, exit_code
-
-
-def _emit_error(as_json: bool, code: str, message: str) -> None:
-    if as_json:
-        click.echo(json.dumps({"error": {"code": code, "message": message}}))
-    else:
-        click.echo(f"lockstep: {message}", err=True)
-
-
-def handle_errors(fn: Callable) -> Callable:
-    """Turn every expected failure into its message and exit code."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        as_json = kwargs.get("as_json", False)
-        try:
-            return fn(*args, **kwargs)
-        except Failure as exc:
-            _emit_error(as_json, exc.code, exc.message)
-            sys.exit(exc.exit_code)
-        except LockstepError as exc:
-            code = getattr(exc, "code", None)
-            if isinstance(code, str) and hasattr(exc, "message"):
-                _emit_error(as_json, code, exc.message)
-            else:
-                _emit_error(as_json, "error", str(exc))
-            sys.exit(exit_code_of(exc))
-
-    return wrapper
-
-
-def _out(as_json: bool, payload: Any, text: str) -> None:
-    if as_json:
-        import msgspec
-
-        click.echo(json.dumps(msgspec.to_builtins(payload)))
-    else:
-        click.echo(text)
-
-
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 endpoint_option = click.option(
     "--endpoint",
@@ -126,54 +88,6 @@ agent_option = click.option(
     envvar="LOCKSTEP_AGENT",
     help="Act as this agent (default: LOCKSTEP_AGENT). A new name opens a session.",
 )
-
-
-def _seconds(text: str, flag: str) -> float:
-    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m."""
-    try:
-        return float(text)
-    except ValueError:
-        from probes.config import parse_duration
-
-        return parse_duration(text, where=flag)
-
-
-def _need_agent(agent: str | None) -> str:
-    if not agent:
-        raise Failure(
-            "bad_agent",
-            "no agent named: pass --agent NAME or set LOCKSTEP_AGENT=NAME (e.g. export LOCKSTEP_AGENT=alice)",
-            EXIT_USAGE,
-        )
-    return agent
-
-
-def _paths(args: tuple[str, ...]) -> list[str]:
-    from agents.paths import repo_relative
-    from protocol import discovery
-
-    place = discovery.locate()
-    return [repo_relative(arg, place) for arg in args]
-
-
-def _as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:
-    """Run ``body(session)`` as ``agent`` in a one-shot call (attaches to a live session)."""
-    from agents.oneshot import open_oneshot
-
-    name = _need_agent(agent)
-    with open_oneshot(name, endpoint=endpoint, pid=pid) as session:
-        return body(session)
-
-
-def ask(endpoint: str | None, message: Any) -> Any:
-    """One anonymous request to this repository's coordinator (no agent session)."""
-    from agents import oneshot
-
-    return oneshot.ask(endpoint, message)
-
-
-def _conflict_lines(conflicts: list) -> str:
-    return "\n".join(f"  {c.pattern}: {c.reason}" for c in conflicts)
 
 
 # ====================================================================== the group

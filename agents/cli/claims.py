@@ -119,20 +119,6 @@ def intent(paths, token, agent, endpoint, as_json):
     writer (auto-claim). With --token, the write is refused unless that token is the
     agent's live grant of each path. Exit 0 on allow/warn, 1 on block.
     """
-    targets = _paths(paths)
+    from .fast import intent as intent_verb
 
-    def body(session):
-        return session.intent(targets, token=token)
-
-    reply: m.Decision = _as_agent(agent, endpoint, None, body)
-    payload = {
-        "verdict": reply.verdict,
-        "reason": reply.reason,
-        "token": reply.token,
-        "holders": reply.holders,
-        "conflicts": reply.conflicts,
-        "paths": reply.paths,
-    }
-    _out(as_json, payload, f"{reply.verdict}: {reply.reason}")
-    if reply.verdict == "block":
-        sys.exit(EXIT_REFUSED)
+    intent_verb(paths, token, agent, endpoint, as_json=as_json)

@@ -38,29 +38,9 @@ def hook_claude(fail_closed, endpoint, as_json):
                 "PostToolUse": [{"matcher": "Write",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}]}
     """
-    from agents import hooks
+    from .fast import hook_claude as hook_claude_verb
 
-    event = hooks.parse_event(sys.stdin.read())
-    cwd = event.get("cwd") or os.getcwd()
-
-    def decide(agent: str, path: str) -> tuple[str, str]:
-        return hooks.write_intent(agent, path, cwd, endpoint)
-
-    def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
-        from protocol import messages as m
-
-        from .checks import _run_job
-
-        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
-        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
-        return gate.verdict == "pass", gate.reason
-
-    outcome = hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
-    if outcome.stdout:
-        click.echo(outcome.stdout)
-    if outcome.stderr:
-        click.echo(outcome.stderr, err=True)
-    sys.exit(outcome.exit_code)
+    hook_claude_verb(fail_closed, endpoint, as_json=as_json)
 
 
 # ---------------------------------------------------------------------- git guard

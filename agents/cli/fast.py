@@ -1,0 +1,168 @@
+"""The `lockstep` entry point, with a fast path for the verbs agents run on every edit.
+
+An editor runs `lockstep hook claude` before every edit and scripts run `lockstep
+intent` before every write, so their start-up is the agent's wait.  Importing click
+alone costs about as much as the whole request (~20 ms of ~95 ms measured on 2 cores,
+see bench/README.md), so these two verbs are parsed here without click when their
+arguments are plain (known options with a separate value, no `--opt=value`, no
+repeats, no `--`, no help); anything else falls through to the click group, which
+parses, helps and reports errors as it always has.  The bodies below are the only
+implementation of the two verbs: the click commands call the same functions, so both
+paths print the same bytes and exit with the same codes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import Callable
+
+from .output import echo, handle_errors, need_agent, out, repo_paths
+
+# ---------------------------------------------------------------------- the verbs
+
+
+@handle_errors
+def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoint: str | None, as_json: bool) -> None:
+    """`lockstep intent PATHS`: allow / warn (exit 0) or block (exit 1)."""
+    from agents.oneshot import open_oneshot
+    from protocol.errors import EXIT_REFUSED
+
+    targets = repo_paths(paths)
+    with open_oneshot(need_agent(agent), endpoint=endpoint) as session:
+        reply = session.intent(targets, token=token)
+    payload = {
+        "verdict": reply.verdict,
+        "reason": reply.reason,
+        "token": reply.token,
+        "holders": reply.holders,
+        "conflicts": reply.conflicts,
+        "paths": reply.paths,
+    }
+    out(as_json, payload, f"{reply.verdict}: {reply.reason}")
+    if reply.verdict == "block":
+        sys.exit(EXIT_REFUSED)
+
+
+@handle_errors
+def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
+    """`lockstep hook claude`: answer one Claude Code hook event read from stdin."""
+    from agents import hooks
+
+    event = hooks.parse_event(sys.stdin.read())
+    cwd = event.get("cwd") or os.getcwd()
+
+    def decide(agent: str, path: str) -> tuple[str, str]:
+        return hooks.write_intent(agent, path, cwd, endpoint)
+
+    def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
+        from protocol import messages as m
+
+        from .checks import _run_job
+
+        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
+        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
+        return gate.verdict == "pass", gate.reason
+
+    outcome = hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
+    if outcome.stdout:
+        echo(outcome.stdout)
+    if outcome.stderr:
+        echo(outcome.stderr, err=True)
+    sys.exit(outcome.exit_code)
+
+
+# ---------------------------------------------------------------------- the fast path
+
+def _parse(args: list[str], flags: set[str], values: set[str]) -> tuple[dict, list[str]] | None:
+    """Options and positionals of a plain command line, or None if click should parse it."""
+    options: dict = {}
+    positionals: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            positionals.append(arg)
+        elif arg in flags and arg not in options:
+            options[arg] = True
+        elif arg in values and arg not in options and i + 1 < len(args):
+            value = args[i + 1]
+            if not value or value.startswith("-"):
+                return None
+            options[arg] = value
+            i += 1
+        else:
+            return None  # help, `--opt=value`, `--`, `-`, a repeat, a missing value, an unknown option
+        i += 1
+    return options, positionals
+
+
+def _fast_intent(args: list[str]) -> Callable[[], None] | None:
+    parsed = _parse(args, {"--json"}, {"--agent", "--endpoint", "--token"})
+    if parsed is None or not parsed[1]:
+        return None
+    options, paths = parsed
+    token = options.get("--token")
+    if token is not None:
+        if not token.isascii() or not token.isdigit():
+            return None  # let click judge anything but plain digits
+        token = int(token)
+    agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
+    return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options)
+
+
+def _fast_hook_claude(args: list[str]) -> Callable[[], None] | None:
+    parsed = _parse(args, {"--json", "--fail-closed"}, {"--endpoint"})
+    if parsed is None or parsed[1]:
+        return None
+    options = parsed[0]
+    return lambda: hook_claude("--fail-closed" in options, options.get("--endpoint"), as_json="--json" in options)
+
+
+def _fast(argv: list[str]) -> Callable[[], None] | None:
+    if argv[:1] == ["intent"]:
+        return _fast_intent(argv[1:])
+    if argv[:2] == ["hook", "claude"]:
+        return _fast_hook_claude(argv[2:])
+    return None
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The `lockstep` command (and `python -m agents.cli`)."""
+    command = _fast(sys.argv[1:] if argv is None else argv)
+    if command is None:
+        from .base import main
+
+        main(args=argv, prog_name="lockstep" if argv is not None else None)
+        return
+    # What click's standalone mode does around a command, so both paths end alike.
+    try:
+        command()
+    except (EOFError, KeyboardInterrupt):
+        echo(err=True)  # closes the terminal's ^C echo
+        echo("Aborted!", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        sys.stdout, sys.stderr = _QuietFlush(sys.stdout), _QuietFlush(sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+
+
+class _QuietFlush:
+    """A stream whose flush ignores a closed pipe (the reader went away), as click does."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)

@@ -1,0 +1,119 @@
+"""What every verb shares that needs no click: printing, errors and their exit codes,
+the agent's name, paths, and one-shot calls.
+
+``base`` re-exports these for the click commands; ``fast`` (the argv fast path of the
+hot verbs) uses them directly, so both paths print the same bytes and exit the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import wraps
+from typing import Any, Callable
+
+from protocol.errors import EXIT_USAGE, LockstepError, exit_code_of
+
+
+def echo(text: str = "", err: bool = False) -> None:
+    """Print one line and flush, as ``click.echo`` does for plain text."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    stream.write(f"{text}\n")
+    stream.flush()
+
+
+class Failure(Exception):
+    """Ends a command with an error message and an exit code."""
+
+    def __init__(self, code: str, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.code, self.message, self.exit_code = code, message, exit_code
+
+
+def emit_error(as_json: bool, code: str, message: str) -> None:
+    if as_json:
+        echo(json.dumps({"error": {"code": code, "message": message}}))
+    else:
+        echo(f"lockstep: {message}", err=True)
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Turn every expected failure into its message and exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = kwargs.get("as_json", False)
+        try:
+            return fn(*args, **kwargs)
+        except Failure as exc:
+            emit_error(as_json, exc.code, exc.message)
+            sys.exit(exc.exit_code)
+        except LockstepError as exc:
+            code = getattr(exc, "code", None)
+            if isinstance(code, str) and hasattr(exc, "message"):
+                emit_error(as_json, code, exc.message)
+            else:
+                emit_error(as_json, "error", str(exc))
+            sys.exit(exit_code_of(exc))
+
+    return wrapper
+
+
+def out(as_json: bool, payload: Any, text: str) -> None:
+    if as_json:
+        import msgspec
+
+        echo(json.dumps(msgspec.to_builtins(payload)))
+    else:
+        echo(text)
+
+
+def seconds(text: str, flag: str) -> float:
+    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m."""
+    try:
+        return float(text)
+    except ValueError:
+        from probes.config import parse_duration
+
+        return parse_duration(text, where=flag)
+
+
+def need_agent(agent: str | None) -> str:
+    if not agent:
+        raise Failure(
+            "bad_agent",
+            "no agent named: pass --agent NAME or set LOCKSTEP_AGENT=NAME (e.g. export LOCKSTEP_AGENT=alice)",
+            EXIT_USAGE,
+        )
+    return agent
+
+
+def repo_paths(args: tuple[str, ...] | list[str]) -> list[str]:
+    """Command-line paths (relative to the current directory) as repo-relative patterns."""
+    from agents.paths import repo_relative
+    from protocol import discovery
+
+    place = discovery.locate()
+    return [repo_relative(arg, place) for arg in args]
+
+
+def as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:
+    """Run ``body(session)`` as ``agent`` in a one-shot call (attaches to a live session)."""
+    from agents.oneshot import open_oneshot
+
+    name = need_agent(agent)
+    with open_oneshot(name, endpoint=endpoint, pid=pid) as session:
+        return body(session)
+
+
+def ask(endpoint: str | None, message: Any) -> Any:
+    """One anonymous request to this repository's coordinator (no agent session)."""
+    from agents import oneshot
+
+    return oneshot.ask(endpoint, message)
+
+
+def conflict_lines(conflicts: list) -> str:
+    return "\n".join(f"  {c.pattern}: {c.reason}" for c in conflicts)

@@ -1,0 +1,80 @@
+"""The entry point's fast path: plain command lines of `intent` and `hook claude` are
+run without click, and everything else goes to the click group unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.cli import fast
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["intent", "a.py"],
+        ["intent", "a.py", "b/", "--json"],
+        ["intent", "--agent", "bob", "a.py", "--token", "12", "--endpoint", "ipc:///x"],
+        ["hook", "claude"],
+        ["hook", "claude", "--fail-closed", "--json", "--endpoint", "tcp://127.0.0.1:5"],
+    ],
+)
+def test_plain_command_lines_take_the_fast_path(argv):
+    assert fast._fast(argv) is not None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--help"],
+        ["status", "--json"],
+        ["intent"],  # a missing PATH: click says so
+        ["intent", "--help"],
+        ["intent", "-h", "a.py"],
+        ["intent", "a.py", "--token", "x"],  # click's "not a valid integer"
+        ["intent", "a.py", "--token", "-1"],
+        ["intent", "a.py", "--token=3"],
+        ["intent", "a.py", "--agent"],  # a missing value
+        ["intent", "a.py", "--agent", ""],
+        ["intent", "a.py", "--agent", "a", "--agent", "b"],  # a repeat
+        ["intent", "--", "-weird"],
+        ["intent", "-"],
+        ["intent", "a.py", "--nope"],
+        ["hook", "claude", "extra"],
+        ["hook", "claude", "--help"],
+        ["hook", "codex"],
+        ["hook", "claude", "--token", "1"],
+    ],
+)
+def test_anything_else_goes_to_click(argv):
+    assert fast._fast(argv) is None
+
+
+def test_the_agent_comes_from_the_flag_then_the_environment(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(fast, "intent", lambda paths, token, agent, endpoint, as_json: seen.update(agent=agent))
+    monkeypatch.setenv("LOCKSTEP_AGENT", "env-agent")
+    fast._fast(["intent", "a.py"])()
+    assert seen["agent"] == "env-agent"
+    fast._fast(["intent", "a.py", "--agent", "flag-agent"])()
+    assert seen["agent"] == "flag-agent"
+    monkeypatch.setenv("LOCKSTEP_AGENT", "")  # empty counts as unset, as in click
+    fast._fast(["intent", "a.py"])()
+    assert seen["agent"] is None
+
+
+def test_the_hot_path_imports_no_click_and_no_event_loop():
+    code = (
+        "import sys, agents.cli, agents.cli.fast, agents.oneshot, agents.hooks, agents.paths\n"
+        "heavy = ('click', 'trio', 'rich', 'coordinator', 'tomllib', 'difflib', 'importlib.metadata', 'probes')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'importlib.metadata'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
