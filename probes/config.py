@@ -20,7 +20,7 @@ Tables (all optional; docs/config.md documents each key, type and default):
 ``[coordinator]``, ``[verify]``
     the coordinator's settings: ``probes.settings``.
 ``[checks.NAME]``
-    the project's verify suite, one table per check, run in file order.  With no
+    the project's verify suite (``probes.suite``), one table per check, run in file order.  With no
     ``checks`` key at all the suite is auto-detected (``detect_suite``); an explicit
     empty ``[checks]`` table means "no checks" and turns detection off.
 ``[[probe]]``
@@ -36,7 +36,6 @@ no process and reads no clock.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
@@ -54,10 +53,11 @@ from probes.schema import (
     duration_problem,
 )
 from probes.settings import MODES, VERIFY_POLICIES, CoordinatorConfig, VerifyConfig
+from probes.suite import DEFAULT_CHECK_TIMEOUT, Check, CheckTable, detect_suite
 from probes.tomlfile import ConfigError, decode
 
 __all__ = [
-    "CONFIG_FILENAME", "MODES", "VERIFY_POLICIES", "PROBE_KINDS", "RESPONSE_ACTIONS", "KNOWN_FINDINGS",
+    "CONFIG_FILENAME", "DEFAULT_CHECK_TIMEOUT", "MODES", "VERIFY_POLICIES", "PROBE_KINDS", "RESPONSE_ACTIONS", "KNOWN_FINDINGS",
     "Check", "Config", "ConfigError", "CoordinatorConfig", "Probe", "Rule", "VerifyConfig",
     "detect_suite", "load_config", "parse_config", "parse_duration", "probe_from_table", "probe_table",
 ]
@@ -74,7 +74,6 @@ DEPLOY_HASH_MISMATCH = "deploy hash mismatch"
 EVALUATION_FAILED = "evaluation failed"
 KNOWN_FINDINGS: tuple[str, ...] = (*FINDINGS, DEPLOY_HASH_MISMATCH, EVALUATION_FAILED)
 
-DEFAULT_CHECK_TIMEOUT = 600.0  # 10m: a whole test suite may be slow; a hung one is not
 DEFAULT_PROBE_TIMEOUT = DEFAULT_TIMEOUT  # probes.model's default for one probe
 DEFAULT_RETRY_MAX = 3
 
@@ -92,33 +91,6 @@ def parse_duration(value: object, *, where: str | None = None) -> float:
 
 
 # --------------------------------------------------------------------------- what the file holds
-
-
-class CheckTable(Table, kw_only=True):
-    """``[checks.NAME]``: one check of the verify suite."""
-
-    cmd: Text  # a shell command; the check passes when it exits 0
-    timeout: PositiveSeconds = DEFAULT_CHECK_TIMEOUT
-    autofix: bool = False  # it changes files: run after the read-only checks, serially
-    cwd: RelPath | None = None  # repo-relative; None is the repository root
-
-
-class Check(CheckTable, kw_only=True):
-    """One check of the verify suite, named by its table."""
-
-    name: str
-
-    def to_spec(self, root: str | Path) -> ProbeSpec:
-        """The ``command`` probe that runs this check in worktree ``root`` (absolute)."""
-        where = Path(root) if self.cwd is None else Path(root, self.cwd)
-        return ProbeSpec(
-            name=self.name,
-            kind="command",
-            params={"shell": self.cmd},
-            timeout=self.timeout,
-            autofix=self.autofix,
-            cwd=str(where),
-        )
 
 
 class Probe(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,9 +194,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _params_types() -> dict[str, type]:
-    from probes.builtin import PARAMS_TYPES
+    from probes.kinds import (
+        kinds,  # the kind modules, imported when a file is first decoded
+    )
 
-    return PARAMS_TYPES
+    return {name: kind.params for name, kind in kinds().items()}
 
 
 def _toml_fields(params: type) -> list[tuple[str, str, Any, bool]]:
@@ -315,13 +289,21 @@ def probe_from_table(table: Any, where: str, default_name: str | None = None) ->
         for key in table.__struct_fields__
         if key not in ("name", "every", "timeout") and getattr(table, key) is not msgspec.UNSET
     }
-    if kind == "command" and ("cmd" in params) == ("argv" in params):
-        raise ConfigError(f"{where}: a command probe needs exactly one of 'cmd' (a string) or 'argv' (a list)")
+    problem = _table_problem(kind, params)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
     name = table.name if table.name is not msgspec.UNSET else default_name
     every = getattr(table, "every", msgspec.UNSET)
     return Probe(
         name=name, kind=kind, params=params, every=None if every is msgspec.UNSET else every, timeout=table.timeout
     )
+
+
+def _table_problem(kind: str, params: dict[str, Any]) -> str | None:
+    from probes.kinds import kinds
+
+    check = kinds()[kind].table_problem
+    return check(params) if check is not None else None
 
 
 @cache
@@ -455,44 +437,3 @@ def _check_finding_phrase(phrase: str, where: str) -> None:
             f"{where}: {phrase!r} is not a known finding; did you mean {close[0]!r}? "
             f"(known findings: {', '.join(KNOWN_FINDINGS)})"
         )
-
-
-# --------------------------------------------------------------------------- detection
-
-# package.json scripts that make a verify suite, in the order they run (cheap first is
-# the users' habit: "typecheck" catches most before "test" spends minutes).
-NPM_SCRIPTS = ("typecheck", "test", "lint")
-
-
-def detect_suite(repo_root: str | Path) -> list[Check]:
-    """A conservative verify suite from the project's own manifests.
-
-    Only what the project already declares, in a fixed order: ``package.json`` scripts
-    named typecheck, test, lint (those present, as ``npm run NAME``); then ``Cargo.toml``
-    (``cargo check``, ``cargo test``); then ``pyproject.toml`` (``python -m pytest -x -q``).
-    A ``package.json`` that is not a JSON object with a ``scripts`` object yields nothing:
-    guessing at a broken manifest would run commands the project never declared.
-    """
-    root = Path(repo_root)
-    checks: list[Check] = []
-    package = root / "package.json"
-    if package.is_file():
-        for script in _npm_scripts(package):
-            checks.append(Check(name=f"npm-{script}", cmd=f"npm run {script}"))
-    if (root / "Cargo.toml").is_file():
-        checks.append(Check(name="cargo-check", cmd="cargo check"))
-        checks.append(Check(name="cargo-test", cmd="cargo test"))
-    if (root / "pyproject.toml").is_file():
-        checks.append(Check(name="pytest", cmd="python -m pytest -x -q"))
-    return checks
-
-
-def _npm_scripts(package: Path) -> list[str]:
-    try:
-        manifest = json.loads(package.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return []
-    scripts = manifest.get("scripts") if isinstance(manifest, dict) else None
-    if not isinstance(scripts, dict):
-        return []
-    return [name for name in NPM_SCRIPTS if isinstance(scripts.get(name), str) and scripts[name].strip()]

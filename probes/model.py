@@ -6,7 +6,7 @@ inputs give the same verdict.  Two wire types carry it:
 
 * ``ProbeSpec`` is the question.  ``kind`` picks the check, ``params`` holds the
   kind's arguments (their schema and meaning live with each kind in
-  ``probes.builtin``), ``cwd`` is the requesting agent's worktree: the probe runs
+  ``probes/kinds/``), ``cwd`` is the requesting agent's worktree: the probe runs
   there, and relative paths in ``params`` resolve against it.
 * ``ProbeResult`` is the answer.  ``verdict`` is ``"pass"`` or ``"fail"``; a fail
   always carries a ``finding`` (a short fixed phrase from ``FINDINGS``, good for
@@ -81,7 +81,7 @@ class ProbeError(LockstepError):
 
 
 class ProbeSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One check to run.  ``params`` is kind-specific: see ``probes.builtin``."""
+    """One check to run.  ``params`` is kind-specific: see ``probes/kinds/``."""
 
     name: str
     kind: str

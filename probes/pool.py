@@ -5,7 +5,7 @@ memory must cost one ``fail`` result, never the coordinator.  Hence every check 
 in a process of its own, under its spec's timeout, and ends as a ``ProbeResult``:
 
 * ``command`` probes are child processes driven from the loop by
-  ``probes.builtin.probe_command``: own session and process group, killed as a group
+  ``probes.kinds.command``: own session and process group, killed as a group
   at the timeout (SIGTERM, then SIGKILL after a grace), stragglers ended after exit.
 * Python-implemented probes (write, build, http, processes, handoff) run in
   trio-parallel worker processes with ``kill_on_cancel=True``: without it
@@ -61,7 +61,6 @@ import trio_parallel
 from probes import builtin
 from probes.model import (
     FAIL,
-    KIND_COMMAND,
     PROBE_CRASHED,
     TIMED_OUT,
     ProbeError,
@@ -190,9 +189,9 @@ class ProbePool:
         return result
 
     async def _dispatch(self, spec: ProbeSpec, params: builtin.Params) -> ProbeResult:
-        if spec.kind == KIND_COMMAND:
-            assert isinstance(params, builtin.CommandParams)
-            return await builtin.probe_command(spec, params)
+        kind = builtin.kind_of(spec)
+        if kind.on_loop:  # command: drives its child process from this loop
+            return await kind.run(spec, params)
         # Looked up per call (not bound at import) so the table is the one place
         # that says which function checks which kind.
         probe = builtin.PYTHON_PROBES[spec.kind]

@@ -58,14 +58,6 @@ def decode(text: str, schema: type, source: str) -> Any:
         raise ConfigError(f"{source}: invalid TOML: {_toml_error(text, exc)}") from None
 
 
-def convert(raw: Any, schema: type, where: str) -> Any:
-    """``raw`` (one TOML value) converted into ``schema``; ``ConfigError`` naming ``where``."""
-    try:
-        return msgspec.convert(raw, schema, dec_hook=dec_hook)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(explain(str(exc), schema, raw, where)) from None
-
-
 def _toml_error(text: str, exc: Exception) -> str:
     import tomllib
 

@@ -15,7 +15,7 @@ import sys
 import trio
 
 from probes import builtin
-from probes.model import KIND_COMMAND, ProbeError, decode_spec, encode_result
+from probes.model import ProbeError, decode_spec, encode_result
 
 
 def main() -> int:
@@ -24,8 +24,9 @@ def main() -> int:
     except ProbeError as exc:
         print(f"probes.worker: {exc.message}", file=sys.stderr)
         return 2
-    if spec.kind == KIND_COMMAND:
-        result = trio.run(builtin.probe_command, spec, params)
+    kind = builtin.kind_of(spec)
+    if kind.on_loop:
+        result = trio.run(kind.run, spec, params)
     else:
         result = builtin.run_python_probe(builtin.PYTHON_PROBES[spec.kind], spec, params)
     sys.stdout.buffer.write(encode_result(result) + b"\n")

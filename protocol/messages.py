@@ -124,7 +124,7 @@ class Shutdown(Request, frozen=True, kw_only=True, tag="shutdown"):
 
 
 class ProbeRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """One deterministic check to run (see probes/builtin.py for each kind's params)."""
+    """One deterministic check to run (see probes/kinds/ for each kind's params)."""
 
     kind: str
     name: str = ""

@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 
 from probes import builtin
 from probes.builtin import parse_json_path, prepare
+from probes.kinds import command as command_kind
+from probes.kinds import http as http_kind
 from probes.model import (
     BUILD_PRODUCED_NOTHING,
     COMMAND_FAILED,
@@ -286,8 +288,8 @@ def test_json_path_subset():
     assert parse_json_path("$['a b'][-1][\"c\"]") == ("a b", -1, "c")
     doc = {"a": {"b": [{"c": 7}]}}
     assert builtin.follow_json_path(doc, parse_json_path("$.a.b[0].c")) == 7
-    assert builtin.follow_json_path(doc, parse_json_path("$.a.b[1]")) is builtin._MISSING
-    assert builtin.follow_json_path(doc, parse_json_path("$.a.x")) is builtin._MISSING
+    assert builtin.follow_json_path(doc, parse_json_path("$.a.b[1]")) is http_kind._MISSING
+    assert builtin.follow_json_path(doc, parse_json_path("$.a.x")) is http_kind._MISSING
 
 
 # -- write --------------------------------------------------------------------------
@@ -462,14 +464,14 @@ async def test_command_output_is_bounded_and_keeps_the_late_error(tmp_path):
 
 
 def test_capture_keeps_both_ends_and_counts_the_middle():
-    capture = builtin._Capture()
+    capture = command_kind._Capture()
     for _ in range(10):
         capture.feed(b"a" * 40_000)
     capture.feed(b"\nthe end")
     text = capture.text()
-    dropped = 400_008 - builtin.CAPTURE_HEAD - builtin.CAPTURE_TAIL
+    dropped = 400_008 - command_kind.CAPTURE_HEAD - command_kind.CAPTURE_TAIL
     assert f"[{dropped} bytes not captured]" in text
-    assert text.startswith("a" * builtin.CAPTURE_HEAD) and text.endswith("\nthe end")
+    assert text.startswith("a" * command_kind.CAPTURE_HEAD) and text.endswith("\nthe end")
 
 
 # -- http ---------------------------------------------------------------------------

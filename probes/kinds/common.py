@@ -1,0 +1,95 @@
+"""What every probe kind uses: results, paths against the agent's worktree, hashing,
+and the wrapper that runs a synchronous check in a worker process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from probes.model import FAIL, PASS, PROBE_CRASHED, ProbeError, ProbeResult, ProbeSpec
+from probes.output import errors_first
+
+
+class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every kind's params: unknown keys are refused, so a typo such as
+    ``sha265`` is a ``ProbeError``, not a silently skipped check."""
+
+
+def resolve(spec: ProbeSpec, path: str) -> Path:
+    """``path`` made absolute against the agent's worktree (``spec.cwd``)."""
+    return Path(spec.cwd or os.getcwd(), path)  # an absolute ``path`` wins in Path()
+
+
+def make_result(
+    spec: ProbeSpec,
+    target: str,
+    *,
+    finding: str | None = None,
+    reason: str = "",
+    output: str = "",
+    details: dict[str, Any] | None = None,
+    exit_code: int | None = None,
+    duration: float = 0.0,
+) -> ProbeResult:
+    """A result whose verdict follows from ``finding``: none means pass."""
+    return ProbeResult(
+        name=spec.name,
+        kind=spec.kind,
+        target=target,
+        verdict=PASS if finding is None else FAIL,
+        exit_code=exit_code,
+        duration=duration,
+        finding=finding,
+        reason=reason,
+        output=output,
+        details=details or {},
+    )
+
+
+def run_python_probe(probe: Callable[[ProbeSpec, Any], ProbeResult], spec: ProbeSpec, params: Params) -> ProbeResult:
+    """Run one synchronous probe (in a worker process) and time it.
+
+    An unexpected exception is a bug in the check, not in the claim: it becomes a
+    ``probe crashed`` result with the traceback as output.  ``ProbeError`` (a bad spec
+    found late) propagates.
+    """
+    started = time.perf_counter()
+    try:
+        result = probe(spec, params)
+    except ProbeError:
+        raise
+    except Exception as exc:
+        result = make_result(
+            spec,
+            _target_of(spec, params),
+            finding=PROBE_CRASHED,
+            reason=f"the {spec.kind} check raised {type(exc).__name__}: {exc}.",
+            output=errors_first(traceback.format_exc()),
+        )
+    return msgspec.structs.replace(result, duration=time.perf_counter() - started)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def short(digest: str | None) -> str:
+    return "nothing" if digest is None else digest[:12] + "…"
+
+
+
+
+def _target_of(spec: ProbeSpec, params: Params) -> str:
+    from probes.kinds import kinds
+
+    return kinds()[spec.kind].target(spec, params)

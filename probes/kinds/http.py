@@ -1,0 +1,182 @@
+"""``http``: an endpoint answers as expected.
+
+Params: ``url`` (http/https on localhost or a loopback address only, for now),
+``status`` (default 200; null: any status), ``contains`` (substring of the body),
+``json_path`` (``$.a.b[0].c``, ``['key']``, negative indexes), ``equals`` (the value
+there, or the whole JSON document when no json_path, must equal this; true is not 1),
+``at_least`` (that value must be a number >= this).  GET, no proxy, redirects not
+followed (a 3xx is the status seen).  Any miss -> ``endpoint failing``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+
+import msgspec
+
+from probes.kinds import Kind
+from probes.kinds.common import Params, make_result
+from probes.model import ENDPOINT_FAILING, ProbeError, ProbeResult, ProbeSpec
+from probes.output import errors_first
+from probes.schema import LoopbackUrl, Text, in_toml, loopback_url_problem
+
+
+class HttpParams(Params):
+    url: Annotated[str, in_toml(LoopbackUrl)]
+    status: Annotated[int | None, in_toml(Annotated[int, msgspec.Meta(ge=100, le=599)])] = 200
+    contains: Annotated[str | None, in_toml(Text)] = None
+    json_path: Annotated[str | None, in_toml(Text)] = None
+    # UNSET (absent) differs from null: {"equals": null} checks the value is null.
+    equals: Any | msgspec.UnsetType = msgspec.UNSET
+    at_least: int | float | None = None
+
+
+def check(label: str, params: HttpParams) -> None:
+    check_loopback_url(params.url)
+    if params.json_path is not None:
+        parse_json_path(params.json_path)
+    if params.status is not None and not 100 <= params.status <= 599:
+        raise ProbeError(f"{label}: status must be an HTTP status code, got {params.status}")
+
+
+def check_loopback_url(url: str) -> None:
+    """Refuse (ProbeError) any URL that is not http(s) on localhost or loopback."""
+    problem = loopback_url_problem(url)
+    if problem:
+        raise ProbeError(problem)
+
+
+def target(spec: ProbeSpec, params: HttpParams) -> str:
+    return params.url
+
+
+MAX_BODY = 1 << 20  # bytes of a response body read
+# The pool's timeout must win over the socket's, so a hang reads "timed out".
+_SOCKET_TIMEOUT_SLACK = 5.0
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Report a 3xx as it is: following it could leave loopback."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_JSON_PATH_STEP = re.compile(
+    r"""\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(-?\d+)\]|\[(?:'([^']*)'|"([^"]*)")\]"""
+)
+_MISSING = object()
+
+
+def parse_json_path(path: str) -> tuple[str | int, ...]:
+    """``$.a.b[0].c`` -> ``("a", "b", 0, "c")``; ProbeError outside the subset."""
+    if not path.startswith("$"):
+        raise ProbeError(f"json_path {path!r} must start with '$'")
+    steps: list[str | int] = []
+    position = 1
+    while position < len(path):
+        match = _JSON_PATH_STEP.match(path, position)
+        if match is None:
+            raise ProbeError(
+                f"json_path {path!r}: cannot parse {path[position:]!r}; supported steps are "
+                ".name, [index] and ['key']"
+            )
+        name, index, single, double = match.groups()
+        if index is not None:
+            steps.append(int(index))
+        else:
+            steps.append(next(s for s in (name, single, double) if s is not None))
+        position = match.end()
+    return tuple(steps)
+
+
+def follow_json_path(document: Any, steps: tuple[str | int, ...]) -> Any:
+    """The value at ``steps`` in ``document``, or ``_MISSING``."""
+    for step in steps:
+        if isinstance(step, int):
+            if not isinstance(document, list) or not -len(document) <= step < len(document):
+                return _MISSING
+        elif not isinstance(document, dict) or step not in document:
+            return _MISSING
+        document = document[step]
+    return document
+
+
+def _json_equal(found: Any, expected: Any) -> bool:
+    # JSON true is not 1: Python's == would say it is.
+    if isinstance(found, bool) != isinstance(expected, bool):
+        return False
+    return found == expected
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fetch(url: str, timeout: float) -> tuple[int, bytes]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    request = urllib.request.Request(url, headers={"User-Agent": "lockstep-probe"})
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read(MAX_BODY)
+    except urllib.error.HTTPError as exc:  # a status is an answer, not a failure to reach
+        try:
+            body = exc.read(MAX_BODY) if exc.fp is not None else b""
+        except OSError:
+            body = b""
+        return exc.code, body
+
+
+def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
+    url = params.url
+    try:
+        status, body = _fetch(url, spec.timeout + _SOCKET_TIMEOUT_SLACK)
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        why = getattr(exc, "reason", None) or exc
+        return make_result(
+            spec, url, finding=ENDPOINT_FAILING, details={"status": None},
+            reason=f"could not reach {url}: {why}; is the service running?",
+        )
+    problems: list[str] = []
+    details: dict[str, Any] = {"status": status, "bytes": len(body)}
+    if params.status is not None and status != params.status:
+        problems.append(f"status {status}, expected {params.status}")
+    text = body.decode(errors="replace")
+    if params.contains is not None and params.contains not in text:
+        problems.append(f"the body does not contain {params.contains!r}")
+    wants_json = params.json_path is not None or params.equals is not msgspec.UNSET or params.at_least is not None
+    if wants_json:
+        where = params.json_path or "the JSON body"
+        try:
+            document = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            problems.append("the body is not JSON")
+        else:
+            value = follow_json_path(document, parse_json_path(params.json_path or "$"))
+            if value is _MISSING:
+                problems.append(f"{where} is not in the JSON body")
+            else:
+                if params.json_path is not None:
+                    details["value"] = value
+                if params.equals is not msgspec.UNSET and not _json_equal(value, params.equals):
+                    problems.append(f"{where} is {value!r}, expected {params.equals!r}")
+                if params.at_least is not None:
+                    if not _is_number(value):
+                        problems.append(f"{where} is {value!r}, not a number")
+                    elif value < params.at_least:
+                        problems.append(f"{where} is {value!r}, expected at least {params.at_least!r}")
+    if not problems:
+        return make_result(spec, url, reason=f"{url} answered {status} as expected.", details=details)
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return make_result(
+        spec, url, finding=ENDPOINT_FAILING, details=details,
+        reason=f"{url}: {problems[0]}{more}.",
+        output=errors_first("\n".join(f"failed: {p}" for p in problems) + "\n" + text),
+    )
+
+
+KIND = Kind("http", HttpParams, check, probe_http, target)
