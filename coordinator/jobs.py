@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class JobView:
     total: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
     gate: m.Gate | None = None
+    started: float = field(default_factory=time.monotonic)
 
     def reply(self, req: int) -> m.JobReply:
         return m.JobReply(
@@ -97,6 +99,15 @@ class JobRunner:
 
     def pool_statistics(self):
         return self._pool.statistics()
+
+    def running(self) -> list[m.JobInfo]:
+        """The jobs still running, for ``status`` (a viewer opened late sees them)."""
+        now = time.monotonic()
+        return [
+            m.JobInfo(job=v.job, kind=v.kind, agent=v.agent, done=len(v.results), total=v.total, running_for=round(now - v.started, 3))
+            for v in self._jobs.values()
+            if v.gate is None
+        ]
 
     def start(self, nursery: trio.Nursery, effect: StartJob) -> None:
         view = JobView(effect.job, effect.kind, effect.agent)

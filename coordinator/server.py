@@ -302,7 +302,9 @@ class Server:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
                     if isinstance(message, StatusReply):
-                        message = msgspec.structs.replace(message, statistics={**message.statistics, **self.statistics()})
+                        message = msgspec.structs.replace(
+                            message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running()
+                        )
                     self._router.send_multipart_nowait([peer, encode(message)])
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)

@@ -251,6 +251,17 @@ class HoldInfo(msgspec.Struct, frozen=True, kw_only=True):
     free_in: float
 
 
+class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A check, verify run or plan still running."""
+
+    job: str
+    kind: str
+    agent: str | None = None
+    done: int = 0
+    total: int = 0
+    running_for: float = 0.0
+
+
 class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     mode: str
     epoch: int
@@ -261,6 +272,7 @@ class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     holds: list[HoldInfo] = []
     seq: int = 0
     statistics: dict[str, Any] = {}
+    jobs: list[JobInfo] = []  # running jobs (filled by the coordinator's shell)
 
 
 class Accepted(Reply, frozen=True, kw_only=True, tag="accepted"):

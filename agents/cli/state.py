@@ -56,6 +56,7 @@ def _status_payload(reply: m.StatusReply) -> dict:
             for c in reply.claims
         ],
         "holds": reply.holds,
+        "jobs": reply.jobs,
         "statistics": reply.statistics,
     }
 
@@ -132,14 +133,18 @@ def top(once, endpoint, as_json):
     token, held after a stale holder), checks in flight and recent gate decisions.
 
     Fed by a snapshot plus sequenced publications, so a late viewer sees the current
-    state and a dropped update is noticed and healed. Ctrl-C to quit.
+    state and a dropped update is noticed and healed; ages move on every frame.
+
+    \b
+    Keys:  q quit    s sort by agent / age / path    / filter by agent (Enter, Esc)
+           p pause   j/k or arrows select an agent (its claims, gates and jobs below)
     """
+    import msgspec
     import trio
     from rich.console import Console
-    from rich.live import Live
 
     from agents.client import open_connection, resolve_endpoint
-    from agents.top import View, follow, render
+    from agents.top import View, render, run_live, seed_from_ledger
 
     place = discovery.locate()
     address = resolve_endpoint(place, endpoint)
@@ -150,14 +155,26 @@ def top(once, endpoint, as_json):
             view.take(await conn.request(m.Status()))
             if once or as_json:
                 return
-            with Live(render(view), console=Console(), refresh_per_second=4, screen=False) as live:
-                await follow(conn, view.snapshot.pub[0], view, lambda: live.update(render(view)))
+            seed_from_ledger(view, _recent_events(place))
+            await run_live(conn, view, Console())
 
     try:
         trio.run(main_top)
     except KeyboardInterrupt:
         return
     if as_json:
-        click.echo(json.dumps(_status_payload(view.snapshot)))
+        click.echo(json.dumps(msgspec.to_builtins(_status_payload(view.snapshot))))
     elif once:
-        Console().print(render(view))
+        console = Console()
+        console.print(render(view, width=console.size.width))
+
+
+def _recent_events(place, count: int = 500) -> list:
+    """The ledger's newest events, for the gate history of a view opened late."""
+    from ledger import LedgerError, open_readonly
+
+    try:
+        with open_readonly(place.state_dir / discovery.LEDGER_FILE) as reader:
+            return reader.tail(count)
+    except LedgerError:
+        return []

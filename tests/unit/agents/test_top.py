@@ -1,8 +1,19 @@
-"""`lockstep top`'s view: snapshot plus sequenced updates, gaps healed by a new snapshot."""
+"""`lockstep top`'s view: snapshot plus sequenced updates, gaps healed by a new snapshot;
+the live frame: ages that move, keys, the detail pane, paths shortened from the middle."""
 
 from __future__ import annotations
 
-from agents.top import View, render
+import msgspec
+
+from agents.top import (
+    Controls,
+    View,
+    render,
+    seed_from_ledger,
+    shorten_middle,
+    split_keys,
+    visible_agents,
+)
 from protocol import messages as m
 
 
@@ -51,3 +62,101 @@ def test_claim_and_agent_changes_refresh_the_tables_and_jobs_are_tracked():
     view.apply(_pub(4, "job.finished", job="1.2", kind="check", verdict="pass", reason="ok"))
     assert view.jobs == {} and view.recent[0][1].kind == "job.finished"
     assert render(view) is not None
+
+
+# ------------------------------------------------------------------ the live frame
+
+
+
+def _agent(name: str, seen_ago: float, worktree: str = "/r") -> m.AgentInfo:
+    return m.AgentInfo(name=name, state="alive", session=f"s-{name}", kind="session", pid=None, worktree=worktree, last_seen_ago=seen_ago)
+
+
+def _claim(pattern: str, holder: str, since_ago: float, token: int = 1) -> m.ClaimInfo:
+    return m.ClaimInfo(pattern=pattern, holder=holder, token=token, access="exclusive", since_ago=since_ago)
+
+
+def _text(view: View, controls: Controls | None = None, *, width: int = 120, now: float) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))
+    console.print(render(view, controls, width=width, now=now))
+    return console.export_text()
+
+
+def _live_view(**fields) -> View:
+    view = View()
+    snap = m.StatusReply(
+        mode="parallel-strict", epoch=1, endpoints=[], pub=[], seq=0,
+        agents=[_agent("alice", 0.4), _agent("bob", 2.0, "/r/worktrees/bob")],
+        claims=[_claim("src/a.py", "alice", 0.0), _claim("src/b.py", "bob", 5.0, token=2)],
+        **fields,
+    )
+    view.take(snap, now=100.0)
+    return view
+
+
+def test_ages_move_on_every_frame_between_snapshots():
+    view = _live_view()
+    first = _text(view, now=100.0)
+    later = _text(view, now=113.0)
+    assert "0.4s" in first and "13.4s" in later  # alice's heartbeat age
+    assert "13.0s" in later  # the new claim's age is not stuck at 0.0s
+
+
+def test_jobs_running_when_the_view_opens_come_from_the_snapshot():
+    view = _live_view(jobs=[m.JobInfo(job="1.7", kind="verify", agent="bob", done=2, running_for=4.0)])
+    assert view.jobs["1.7"]["agent"] == "bob"
+    text = _text(view, now=101.0)
+    assert "1.7" in text and "5.0s" in text
+
+
+def test_keys_quit_sort_filter_pause_and_select():
+    view, controls = _live_view(), Controls()
+    for key in split_keys("/bo\r"):
+        controls.key(key, view, 100.0)
+    assert controls.filter == "bo" and controls.typing is None
+    text = _text(view, controls, now=100.0)
+    assert "bob" in text and "alice" not in text
+    controls.key("esc", view, 100.0)
+    assert controls.filter == ""
+    controls.key("s", view, 100.0)
+    assert controls.sort == "age"
+    assert [a.name for a, _ in visible_agents(view, controls, 100.0)] == ["bob", "alice"]
+    controls.key("p", view, 100.0)
+    assert "PAUSED" in _text(view, controls, now=130.0) and "0.4s" in _text(view, controls, now=130.0)
+    controls.key("p", view, 130.0)
+    assert "30.4s" in _text(view, controls, now=130.0)
+    controls.key("j", view, 130.0)
+    assert "agent alice" in _text(view, controls, now=130.0)  # sorted by age: bob first, then alice
+    assert split_keys("\x1b[Bq") == ["down", "q"]
+    controls.key("q", view, 130.0)
+    assert controls.quit
+
+
+def test_the_detail_pane_shows_the_selected_agents_claims_gates_and_jobs():
+    view = _live_view(jobs=[m.JobInfo(job="1.3", kind="check", agent="alice")])
+    view.apply(_pub(1, "intent.decided", verdict="block", paths=["src/b.py"], reason="held by bob"))
+    text = _text(view, now=100.0)
+    pane = text[text.index("agent alice") :]
+    assert "src/a.py" in pane and "held by bob" in pane and "check 1.3" in pane
+
+
+def test_gate_history_is_seeded_from_the_ledger():
+    from ledger import Event
+
+    view = _live_view()
+    seed_from_ledger(view, [Event(1, 0.0, 1, "verify.finished", "bob", None, None, {"job": "1.1", "kind": "verify", "verdict": "fail", "reason": "tests failed"})])
+    assert view.by_agent["bob"][0][1].kind == "job.finished"
+
+
+def test_narrow_terminals_shorten_paths_from_the_middle():
+    assert shorten_middle("/home/u/work/repo-worktrees/agent-alice", 16) == "/home/u…nt-alice"
+    assert len(shorten_middle("x" * 50, 9)) == 9 and shorten_middle("short", 9) == "short"
+    view = _live_view()
+    snap = view.snapshot
+    long = "/very/long/common/prefix/of/every/worktree/of/this/repository"
+    view.take(msgspec.structs.replace(snap, agents=[_agent("a", 1, long + "/alice"), _agent("b", 1, long + "/bob")]), now=100.0)
+    text = _text(view, width=80, now=100.0)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "…" in text and "alice" in text and "/bob" in text

@@ -19,7 +19,7 @@ CATALOGUE = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_
 TAGGED = [m.Hello, m.Heartbeat, m.Watch, m.Claim, m.Release, m.Intent, m.Status, m.Bye, m.Shutdown,
           m.Check, m.Verify, m.Done, m.JobQuery, m.PlanRun, m.Accepted, m.Gate, m.JobReply,
           m.Welcome, m.Granted, m.Refused, m.Decision, m.Released, m.StatusReply, m.Ok, m.Error, m.Publication]
-NESTED = [m.Conflict, m.AgentInfo, m.ClaimInfo, m.HoldInfo, m.ProbeRequest]
+NESTED = [m.Conflict, m.AgentInfo, m.ClaimInfo, m.HoldInfo, m.JobInfo, m.ProbeRequest]
 
 
 def _section(heading: str) -> str:
