@@ -85,7 +85,8 @@ def test_top_in_a_terminal_moves_ages_filters_and_quits_on_q(repo, coordinator, 
         wait_until(lambda: (_age_of(pane.screen(), "alice") or 0) >= age + 1.0, timeout=10, what="alice's age to move")
 
         pane.keys("/", "bob", "Enter")
-        wait_until(lambda: "filter: bob" in pane.screen(), what="the filter to apply")
+        applied = lambda: (screen := pane.screen()) and "filter: bob" in screen and "Enter applies" not in screen  # noqa: E731
+        wait_until(applied, what="the filter to apply")
         screen = pane.screen()
         assert _age_of(screen, "bob") is not None and _age_of(screen, "alice") is None
 
