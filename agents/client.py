@@ -48,6 +48,7 @@ from protocol import messages as m
 from protocol.codec import decode_reply, encode
 from protocol.discovery import Place, locate
 from protocol.errors import single_errors
+from protocol.gitrefs import read_head
 from protocol.procs import process_started
 from protocol.trio_zmq import TrioSocket
 
@@ -220,11 +221,17 @@ class AgentSession:
         self.conn.move_to(endpoint)
         return True
 
+    def head(self) -> str | None:
+        """The commit checked out in this agent's worktree, read from .git's files (no git)."""
+        return read_head(self._hello.worktree) if self._hello.worktree else None
+
     async def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
-        return await self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
+        head = self.head()
+        return await self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head))
 
     async def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
-        return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
+        head = self.head()
+        return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
     async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         return await self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))

@@ -262,11 +262,19 @@ class OneShotSession:
         self.conn.move_to(endpoint)
         return True
 
+    def head(self) -> str | None:
+        """The commit checked out in this agent's worktree, read from .git's files (no git)."""
+        from protocol.gitrefs import read_head
+
+        return read_head(self._hello.worktree) if self._hello.worktree else None
+
     def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
-        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl))
+        head = self.head()
+        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head))
 
     def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
-        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token))
+        head = self.head()
+        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
     def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         return self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))

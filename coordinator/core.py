@@ -22,6 +22,7 @@ import msgspec
 
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
+from protocol.gitrefs import is_commit_id
 from protocol.paths import Pattern
 
 from . import policy
@@ -36,6 +37,7 @@ from .effects import (
     UnwatchPid,
     WatchPid,
 )
+from .integration import Change, IntegrationIndex, stale_text
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
@@ -72,6 +74,7 @@ class Core(CheckHandlers):
         self.endpoints = endpoints or []
         self.pub_endpoints = pub_endpoints or []
         self.registry = Registry()
+        self.integration: IntegrationIndex | None = None  # set by the shell in a git repository
         self.seq = 0  # publication sequence number, per epoch
         self._last_now: float | None = None
         self._next_lease_check = 0.0  # no live lease can run out before this time
@@ -384,12 +387,20 @@ class Core(CheckHandlers):
         if msg.ttl is not None and not msg.ttl > 0:
             raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
         access = "shared" if msg.shared else "exclusive"
+        stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head)
+        if stale and self._stale_blocks():
+            self._refuse_claim(peer, msg, agent, patterns, [], "; ".join(_stale_reasons(stale)), stale)
+            return
         conflicts = self._conflicts_for(agent.name, patterns, access, now)
         mode = self.settings.mode
         if policy.refuses(mode, conflicts):
             reason = policy.summarise(conflicts)
             self._refuse_claim(peer, msg, agent, patterns, conflicts, reason)
             return
+        conflicts += [
+            m.Conflict(holder=s.author, pattern=s.path, access="stale-base", reason=text)
+            for s, text in zip(stale, _stale_reasons(stale))
+        ]
         token = self._grant(agent, patterns, access, msg.ttl, auto=False)
         data = {"token": token, "patterns": [p.text for p in patterns], "access": access}
         if conflicts:
@@ -397,12 +408,32 @@ class Core(CheckHandlers):
         self._publish("claim.granted", agent.name, data)
         self._reply(peer, m.Granted(req=msg.req, token=token, patterns=data["patterns"], warnings=conflicts))
 
-    def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason) -> None:
+    def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason, stale=()) -> None:
         data = {"patterns": [p.text for p in patterns], "reason": reason, "conflicts": [msgspec.to_builtins(c) for c in conflicts]}
+        if stale:
+            data["stale"] = [msgspec.to_builtins(s) for s in stale]
         self._record("claim.refused", agent=agent.name, session=agent.session, data=data)
         self._publish("claim.refused", agent.name, data)
         self._counts["refusals"] += 1
-        self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts))
+        self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale)))
+
+    def _stale_bases(self, paths: list[Pattern], head: str | None) -> list[m.StaleBase]:
+        """The paths whose newest change on the integration branch ``head`` lacks."""
+        index = self.integration
+        if head is not None and not is_commit_id(head):
+            raise PeerError("bad_request", f"head must be a full commit id (40 or 64 hex digits), not {head[:80]!r}")
+        if index is None or head is None or self.settings.fresh_base == "off":
+            return []
+        found = []
+        for path in paths:
+            change = index.stale(path.text, head)
+            if change is not None:
+                found.append(m.StaleBase(path=path.text, commit=change.commit, author=change.author, subject=change.subject, branch=index.short_name))
+        return found
+
+    def _stale_blocks(self) -> bool:
+        """A stale base blocks in strict modes; parallel-warn mode only warns."""
+        return self.settings.fresh_base == "block" and self.settings.mode != "parallel-warn"
 
     def _conflicts_for(self, name: str, patterns: list[Pattern], access: str, now: float) -> list[m.Conflict]:
         reg = self.registry
@@ -463,7 +494,13 @@ class Core(CheckHandlers):
             if not path.is_literal:
                 raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
         self._counts["intents"] += 1
-        verdict, reason, token, conflicts = self._decide_intent(agent, paths, msg.token, now)
+        stale = self._stale_bases(paths, msg.head)
+        if stale and self._stale_blocks():
+            verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
+        else:
+            verdict, reason, token, conflicts = self._decide_intent(agent, paths, msg.token, now)
+            if stale and verdict != "block":
+                verdict, reason = "warn", "; ".join(_stale_reasons(stale)) + f" (allowed: {reason})"
         holders = sorted({c.holder for c in conflicts})
         decision = m.Decision(
             req=msg.req,
@@ -473,6 +510,7 @@ class Core(CheckHandlers):
             token=token,
             holders=holders,
             conflicts=conflicts,
+            stale=stale,
         )
         data = {k: v for k, v in msgspec.to_builtins(decision).items() if k not in ("type", "req")}
         self._record("intent.decided", agent=agent.name, session=agent.session, token=token, data=data)
@@ -602,6 +640,10 @@ def check_agent_name(name: str) -> None:
 def _live_message(agent: Agent) -> str:
     where = f", pid {agent.pid}" if agent.pid else ""
     return f"agent {agent.name} is already live (session {agent.session}{where}, worktree {agent.worktree or '?'}); pick another name or end it first"
+
+
+def _stale_reasons(stale: list[m.StaleBase]) -> list[str]:
+    return [stale_text(s.path, Change(s.commit, s.author, s.subject), s.branch) for s in stale]
 
 
 def _parse_patterns(paths: list[str]) -> list[Pattern]:

@@ -1,130 +1,30 @@
-"""The integration branch, followed: per path, the newest commit on it that changed it.
+"""The shell around the integration index: follows the refs, runs git only when they move.
 
-Pure core (``IntegrationIndex``) and a small shell (``RefWatcher``).
-
-Theory
-------
-* A path's base is *stale* in an agent's worktree when the integration branch (``main``)
-  has a commit touching the path that the agent's ``HEAD`` does not contain.  Writing
-  there now makes a merge conflict later; ``git merge main`` first avoids it.
-* It is enough to know, per path, the *newest* integration commit that changed it
-  (``newest``): if ``HEAD`` contains it, it contains every older one on its line.
-* "Does ``HEAD`` contain commit C?" is answered from the *lag* of ``HEAD``: the set of
-  integration commits not reachable from it (``git rev-list HEAD..tip``), computed once
-  per (head, tip) and cached.  An agent that is up to date has an empty lag; one that
-  is behind lags by the commits merged since it last synced: the cost is that, not the
-  history.
-* The index follows the branch by watching its ref files (``refs/heads/NAME`` and
-  ``packed-refs`` in the git common dir) with ``stat``; on a change it reads only the
-  new commits (``git log old..new``).  A rewritten branch (``old`` not an ancestor of
-  ``new``) is read again from scratch.
+* The branch is followed by watching its ref files (``refs/heads/NAME`` and
+  ``packed-refs`` in the git common dir) with ``stat``; on a change only the new
+  commits are read (``git log old..new``).  A rewritten branch (``old`` not an ancestor
+  of ``new``) is read again from scratch.
 * Agent branches are watched the same way (their tips are what merge holds wait for);
   a moved tip's lag is computed ahead of its next intent.
-* Unknown is not stale: a ``HEAD`` the coordinator cannot resolve (no git, an unknown
-  commit) gets no freshness verdict rather than a false block.
+* A head's lag is one ``git rev-list HEAD..tip`` on a cache miss (see integration.py).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 from pathlib import Path
 
-import msgspec
 import trio
 
-from protocol.gitrefs import packed_refs, read_ref, symbolic_head
+from protocol.gitrefs import is_commit_id, packed_refs, read_ref, symbolic_head
+
+from .integration import IntegrationIndex, parse_log
 
 POLL_INTERVAL = 0.1  # seconds between stats of the ref files
-LAG_CACHE = 4096  # (head) lags kept for the current tip
+log = logging.getLogger("lockstep")
 _FORMAT = "--format=%x1e%H%x1f%an%x1f%s"
-
-
-class Change(msgspec.Struct, frozen=True):
-    """The newest integration commit that changed a path."""
-
-    commit: str
-    author: str
-    subject: str
-
-
-class IndexStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    branch: str
-    tip: str | None
-    paths: int
-    commits_read: int
-    updates: int
-    rebuilds: int
-    lags_cached: int
-    lag_misses: int
-
-
-class IntegrationIndex:
-    """What the integration branch last changed, per path, and which heads lag it."""
-
-    def __init__(self, branch: str) -> None:
-        self.branch = branch  # refs/heads/NAME
-        self.tip: str | None = None
-        self.newest: dict[str, Change] = {}
-        self.lags: dict[str, frozenset[str]] = {}  # head -> tip's commits not in head
-        self.branches: dict[str, str] = {}  # other refs/heads/* -> their tips
-        self._counts = {"commits_read": 0, "updates": 0, "rebuilds": 0, "lag_misses": 0}
-
-    @property
-    def short_name(self) -> str:
-        return self.branch.removeprefix("refs/heads/")
-
-    def advance(self, tip: str | None, commits: list[tuple[Change, list[str]]], *, rebuild: bool = False) -> None:
-        """The branch moved to ``tip``; ``commits`` are the new ones, oldest first, each
-        with the paths it changed (all of them, from scratch, when ``rebuild``)."""
-        if rebuild:
-            self.newest = {}
-            self._counts["rebuilds"] += 1
-        for change, paths in commits:
-            for path in paths:
-                self.newest[path] = change
-        self._counts["commits_read"] += len(commits)
-        self._counts["updates"] += 1
-        if tip != self.tip:
-            self.lags = {}  # lags are relative to the tip
-        self.tip = tip
-
-    def knows(self, head: str) -> bool:
-        return head in self.lags or head == self.tip
-
-    def set_lag(self, head: str, missing: frozenset[str]) -> None:
-        if len(self.lags) >= LAG_CACHE:
-            self.lags.pop(next(iter(self.lags)))
-        self._counts["lag_misses"] += 1
-        self.lags[head] = missing
-
-    def stale(self, path: str, head: str | None) -> Change | None:
-        """The integration commit changing ``path`` that ``head`` lacks, or None (fresh,
-        never changed on the branch, or ``head`` unknown)."""
-        change = self.newest.get(path)
-        if change is None or head is None or head == self.tip:
-            return None
-        lag = self.lags.get(head)
-        if lag is None or change.commit not in lag:
-            return None
-        return change
-
-    def statistics(self) -> IndexStatistics:
-        return IndexStatistics(
-            branch=self.short_name, tip=self.tip, paths=len(self.newest), lags_cached=len(self.lags), **self._counts
-        )
-
-
-def parse_log(text: str) -> list[tuple[Change, list[str]]]:
-    """Parse ``git log --name-only -z`` with ``_FORMAT`` into (change, paths)."""
-    commits = []
-    for chunk in text.split("\x1e"):
-        if not chunk:
-            continue
-        header, _, rest = chunk.partition("\0")
-        commit, author, subject = (header.split("\x1f") + ["", ""])[:3]
-        paths = [p for p in rest.lstrip("\n").split("\0") if p]
-        commits.append((Change(commit, author, subject), paths))
-    return commits
 
 
 def default_branch(common: str | os.PathLike) -> str:
@@ -201,7 +101,13 @@ class RefWatcher:
         """Catch up with the refs if their files changed; -> the branches that moved.
         Costs one ``stat`` per ref file when nothing changed."""
         async with self._lock:
-            return await self._sync()
+            try:
+                return await self._sync()
+            except (OSError, subprocess.CalledProcessError) as exc:
+                # git missing or failing: the index stays as it was (no false blocks);
+                # the next change of the ref files tries again.
+                log.warning("could not follow %s: %s", self.index.branch, _why(exc))
+                return []
 
     async def _sync(self) -> list[str]:
         stamp = self._stat_refs()
@@ -230,8 +136,13 @@ class RefWatcher:
 
     async def ensure_lag(self, head: str) -> None:
         """Know ``head``'s lag behind the tip (one ``git rev-list`` on a cache miss)."""
+        if not is_commit_id(head):
+            return  # the core refuses it; never hand it to git
         async with self._lock:
-            await self._ensure_lag(head)
+            try:
+                await self._ensure_lag(head)
+            except OSError as exc:
+                log.warning("could not ask git about %s: %s", head, exc)
 
     async def _ensure_lag(self, head: str) -> None:
         index = self.index
@@ -253,3 +164,8 @@ class RefWatcher:
                 commit = self.index.branches.get(name)
                 if commit and name != self.index.branch:
                     await self.ensure_lag(commit)
+
+
+def _why(exc: BaseException) -> str:
+    stderr = getattr(exc, "stderr", None)
+    return stderr.decode(errors="replace").strip() if stderr else str(exc)

@@ -51,6 +51,7 @@ from .effects import (
     UnwatchPid,
     WatchPid,
 )
+from .gitrefs import RefWatcher
 from .jobs import JobRunner
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
@@ -84,6 +85,11 @@ class Server:
             pub_endpoints=[pub_endpoint],
         )
         self.ledger: Ledger | None = None
+        # The integration branch, followed by watching its ref files (fresh-base gate).
+        self.refs: RefWatcher | None = None
+        if place.in_git:
+            self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
+            self.core.integration = self.refs.index
         self._turn = trio.Lock()
         self._stop = trio.Event()
         self._stop_reason = ""
@@ -133,6 +139,8 @@ class Server:
                     log.info("resumed %d unfinished plan(s) from the ledger", resumed)
                 for probe in self._jobs.config.scheduled_probes():
                     nursery.start_soon(self._jobs.run_scheduled, probe)
+                if self.refs is not None:
+                    await nursery.start(self.refs.watch)
                 nursery.start_soon(self._serve_requests)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
@@ -152,6 +160,7 @@ class Server:
             "ledger": msgspec.to_builtins(self.ledger.statistics()),
             "probes": msgspec.to_builtins(self._jobs.pool_statistics()),
             "pids_watched": len(self._pids),
+            **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
         }
 
@@ -225,18 +234,20 @@ class Server:
                 batch = router.drain(BATCH_LIMIT)
                 self._batches += 1
                 only_heartbeats = bool(batch)
-                now = trio.current_time()
                 effects = []
+                messages = []
                 for frames in batch:
                     peer = frames[0]
                     if len(frames) != 2:
                         effects += core.reject(peer, PeerError("malformed", f"expected one frame per message, got {len(frames) - 1}"))
                         continue
                     try:
-                        message = decode_request(frames[1])
+                        messages.append((peer, decode_request(frames[1])))
                     except PeerError as exc:
                         effects += core.reject(peer, exc, _req_of(frames[1]))
-                        continue
+                await self._know_heads(messages)
+                now = trio.current_time()
+                for peer, message in messages:
                     if isinstance(message, JobQuery):  # read-only: the job runner knows
                         effects += self._jobs.answer(peer, message)
                         continue
@@ -254,6 +265,19 @@ class Server:
                 # Under load batches are big, and while requests flow nobody sleeps; the
                 # first request after a quiet spell waits at most HEARTBEAT_GATHER.
                 await trio.sleep(HEARTBEAT_GATHER)
+
+    async def _know_heads(self, messages: list) -> None:
+        """Before the core judges intents and claims that carry a HEAD: catch up with the
+        refs (a stat of the ref files; git only if they moved) and learn each unknown
+        head's lag behind the integration branch (one git call per new head)."""
+        if self.refs is None or self.settings.fresh_base == "off":
+            return
+        heads = {getattr(message, "head", None) for _, message in messages} - {None}
+        if not heads:
+            return
+        await self.refs.sync()
+        for head in heads:
+            await self.refs.ensure_lag(head)
 
     async def _tick(self) -> None:
         interval = min(0.25, max(0.02, self.settings.heartbeat / 5))

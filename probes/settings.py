@@ -20,6 +20,7 @@ from msgspec import Meta
 from probes.schema import PositiveSeconds, Seconds, Table, format_duration
 
 Mode = Literal["parallel-strict", "parallel-warn", "serial"]
+FreshBase = Literal["block", "warn", "off"]
 VerifyPolicy = Literal["after-each-edit-batch", "before-final-answer", "off"]
 MODES: tuple[str, ...] = get_args(Mode)
 VERIFY_POLICIES: tuple[str, ...] = get_args(VerifyPolicy)
@@ -56,6 +57,15 @@ class CoordinatorConfig(Table):
         "life of a session opened by a one-shot CLI call (renewed by each call of that agent)",
         flag="--oneshot-ttl", metavar="S",
     )] = 900.0
+    fresh_base: Annotated[FreshBase, setting(
+        "a write or claim of a path that the integration branch changed in a commit the agent's HEAD lacks "
+        "(a stale base: a merge conflict later): block it / warn / off (parallel-warn mode only warns)",
+        flag="--fresh-base",
+    )] = "block"
+    integration_branch: Annotated[str, setting(
+        "the branch agents merge into (default: the branch checked out in the main worktree, else main or master)",
+        flag="--integration-branch", metavar="BRANCH",
+    )] = ""
 
 
 class VerifyConfig(Table):
@@ -94,6 +104,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "true" if self.default else "false"
         if isinstance(self.default, float):
             return format_duration(self.default)
+        if self.default == "":
+            return '""'
         return str(self.default)
 
     @property
@@ -105,6 +117,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "boolean"
         if isinstance(self.default, float):
             return "duration ≥ 0" if self.minimum == 0 else "duration"
+        if isinstance(self.default, str):
+            return "string"
         return "integer" + (f" ≥ {self.minimum}" if self.minimum is not None else "")
 
 

@@ -45,7 +45,7 @@ def git_dirs(worktree: str | os.PathLike) -> tuple[Path, Path] | None:
     return git_dir, common
 
 
-def _is_id(text: str) -> bool:
+def is_commit_id(text: str) -> bool:
     return len(text) in (40, 64) and set(text) <= HEX
 
 
@@ -53,7 +53,7 @@ def read_ref(common: str | os.PathLike, name: str) -> str | None:
     """The commit id of ``name`` (``refs/heads/...``) in the common dir, or None."""
     try:
         value = (Path(common) / name).read_text().strip()
-        return value if _is_id(value) else None
+        return value if is_commit_id(value) else None
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         pass
     except OSError:
@@ -71,7 +71,7 @@ def packed_refs(common: str | os.PathLike) -> dict[str, str]:
         if not line or line[0] in "#^":
             continue
         commit, _, name = line.partition(" ")
-        if _is_id(commit):
+        if is_commit_id(commit):
             refs[name] = commit
     return refs
 
@@ -97,7 +97,7 @@ def read_head(worktree: str | os.PathLike) -> str | None:
         return None
     if text.startswith("ref:"):
         return read_ref(common, text[len("ref:") :].strip())
-    return text if _is_id(text) else None
+    return text if is_commit_id(text) else None
 
 
 def head_branch(worktree: str | os.PathLike) -> str | None:

@@ -87,6 +87,7 @@ class Claim(Request, frozen=True, kw_only=True, tag="claim"):
     paths: list[str]
     shared: bool = False
     ttl: float | None = None
+    head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
 
 
 class Release(Request, frozen=True, kw_only=True, tag="release"):
@@ -106,6 +107,7 @@ class Intent(Request, frozen=True, kw_only=True, tag="intent"):
     session: str
     paths: list[str]
     token: int | None = None
+    head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
 
 
 class Status(Request, frozen=True, kw_only=True, tag="status"):
@@ -184,6 +186,16 @@ class Conflict(msgspec.Struct, frozen=True, kw_only=True):
     retry_after: float | None = None
 
 
+class StaleBase(msgspec.Struct, frozen=True, kw_only=True):
+    """A path the integration branch changed in a commit the agent's HEAD lacks."""
+
+    path: str
+    commit: str
+    author: str = ""
+    subject: str = ""
+    branch: str = "main"
+
+
 class Welcome(Reply, frozen=True, kw_only=True, tag="welcome"):
     session: str
     agent: str
@@ -205,6 +217,7 @@ class Granted(Reply, frozen=True, kw_only=True, tag="granted"):
 class Refused(Reply, frozen=True, kw_only=True, tag="refused"):
     reason: str
     conflicts: list[Conflict] = []
+    stale: list[StaleBase] = []
 
 
 class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
@@ -216,6 +229,7 @@ class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
     token: int | None = None
     holders: list[str] = []
     conflicts: list[Conflict] = []
+    stale: list[StaleBase] = []
 
 
 class Released(Reply, frozen=True, kw_only=True, tag="released"):

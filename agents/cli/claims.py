@@ -31,7 +31,7 @@ from .base import (
 def _claim_payload(reply: m.Granted | m.Refused) -> dict:
     if isinstance(reply, m.Granted):
         return {"granted": True, "token": reply.token, "patterns": reply.patterns, "conflicts": [], "warnings": reply.warnings}
-    return {"granted": False, "token": None, "reason": reply.reason, "conflicts": reply.conflicts, "warnings": []}
+    return {"granted": False, "token": None, "reason": reply.reason, "conflicts": reply.conflicts, "warnings": [], "stale": reply.stale}
 
 
 @main.command()

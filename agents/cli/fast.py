@@ -39,6 +39,7 @@ def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoin
         "holders": reply.holders,
         "conflicts": reply.conflicts,
         "paths": reply.paths,
+        "stale": reply.stale,
     }
     out(as_json, payload, f"{reply.verdict}: {reply.reason}")
     if reply.verdict == "block":

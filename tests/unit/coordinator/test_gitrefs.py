@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from coordinator.gitrefs import (
-    Change,
-    IntegrationIndex,
-    RefWatcher,
-    default_branch,
-    parse_log,
-)
+from coordinator.gitrefs import RefWatcher, default_branch
+from coordinator.integration import Change, IntegrationIndex, parse_log
 from protocol.gitrefs import git_dirs, head_branch, read_head
 
 
