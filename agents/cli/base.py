@@ -56,6 +56,8 @@ VERB_MODULES: dict[str, str] = {
     "hook": "hooks",
     "guard": "hooks",
     "mcp": "hooks",
+    "report": "report",
+    "where": "report",
 }
 
 

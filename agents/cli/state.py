@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 
 import click
@@ -11,8 +13,6 @@ from protocol import discovery
 from protocol import messages as m
 
 from .base import (
-    EXIT_REFUSED,
-    Failure,
     _out,
     ask,
     endpoint_option,
@@ -95,25 +95,44 @@ def ledger():
     """Read the ledger (works whether or not the coordinator runs)."""
 
 
+FOLLOW_POLL = 0.2  # seconds between looks for new events under --follow
+
+
 @ledger.command("tail")
-@click.option("-n", "count", type=int, default=20, show_default=True, help="How many of the newest events.")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many of the newest (matching) events.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events as they are appended (like tail -f); Ctrl-C ends.")
+@click.option("--agent", "agents", metavar="NAME", multiple=True, help="Only this agent's events (repeatable).")
+@click.option("--kind", "kinds", metavar="GLOB", multiple=True, help="Only kinds matching this glob, e.g. 'claim.*' (repeatable).")
+@click.option("--since", metavar="WHEN", help="Only events from this time: a duration ago (30m, 2h, 1d) or a local date-time.")
 @json_option
 @handle_errors
-def ledger_tail(count, as_json):
-    """Print the newest events; with --json, one JSON object per line."""
+def ledger_tail(count, follow, agents, kinds, since, as_json):
+    """Print the newest events; with --json, one JSON object per line (JSON lines, also
+    under --follow). Filters combine: --agent and --kind may be repeated.
+
+    \b
+    Examples:
+      lockstep ledger tail -n 50
+      lockstep ledger tail --follow --kind 'claim.*' --agent alice
+      lockstep ledger tail --since 1h --kind 'verify.*' --json | jq .data.failed
+    """
+    import fnmatch
+    from collections import deque
+
     import msgspec
 
-    from ledger import LedgerMissing, open_readonly
+    from .report import open_ledger, parse_since
 
-    place = discovery.locate()
-    path = place.state_dir / discovery.LEDGER_FILE
-    try:
-        reader = open_readonly(path)
-    except LedgerMissing:
-        raise Failure("no_ledger", f"no ledger at {path}: no coordinator has served this repository yet", EXIT_REFUSED) from None
-    with reader:
-        events = reader.tail(count)
-    for e in events:
+    start = parse_since(since)
+
+    def wanted(e) -> bool:
+        return (
+            (not agents or e.agent in agents)
+            and (not kinds or any(fnmatch.fnmatchcase(e.kind, k) for k in kinds))
+            and (start is None or e.ts >= start)
+        )
+
+    def show(e) -> None:
         if as_json:
             click.echo(json.dumps(msgspec.to_builtins(e)))
         else:
@@ -121,6 +140,32 @@ def ledger_tail(count, as_json):
             detail = e.data.get("reason") or e.data.get("patterns") or e.data.get("paths") or ""
             token = f" token {e.token}" if e.token is not None else ""
             click.echo(f"{e.id:>7} {when} e{e.epoch} {e.kind:<20} {e.agent or '':<14}{token} {detail}")
+
+    with open_ledger(discovery.locate()) as reader:
+        seen = reader.last_id()
+        if agents or kinds or start is not None:
+            newest: deque = deque(maxlen=count)
+            for e in reader.events():
+                if wanted(e):
+                    newest.append(e)
+            events = list(newest)
+        else:
+            events = reader.tail(count)
+        last = max(seen, events[-1].id) if events else seen  # everything up to here was looked at
+        try:
+            for e in events:
+                show(e)
+            while follow:
+                for e in reader.events(after=last):
+                    last = e.id
+                    if wanted(e):
+                        show(e)
+                time.sleep(FOLLOW_POLL)  # the ledger is a file another process appends to: look again
+        except KeyboardInterrupt:
+            return
+        except BrokenPipeError:  # `| head`: the reader has seen enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return
 
 
 @main.command()

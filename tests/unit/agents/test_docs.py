@@ -39,3 +39,18 @@ def test_every_command_has_json():
 def test_quick_start_has_the_two_commands():
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "lockstep demo" in quick and "pytest" in quick
+
+
+def test_the_readme_names_every_ledger_kind_and_no_hand_written_ledger_path():
+    import re
+
+    from probes import plan
+
+    root = Path(__file__).resolve().parents[3]
+    source = "\n".join(p.read_text() for p in (root / "coordinator").glob("*.py"))
+    recorded = set(re.findall(r'(?:_record\(\s*|\.note\(|record_kind = )"([a-z_.]+)"', source))
+    recorded |= set(re.findall(r'else "([a-z_]+\.result)"', source)) | set(plan.PLAN_LEDGER_KINDS)
+    assert {"claim.granted", "verify.result", "probe.result", "plan.step.started"} <= recorded
+    section = README.split("## The ledger", 1)[1].split("\n## ", 1)[0]
+    assert not {kind for kind in recorded if f"`{kind}`" not in section}
+    assert ".git/lockstep" not in README  # a linked worktree's .git is a file: `lockstep where`
