@@ -30,6 +30,7 @@ import msgspec
 import trio
 
 from ledger import Ledger
+from probes import checklogs
 from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
 from probes.model import ProbeError, ProbeResult, ProbeSpec
@@ -75,11 +76,12 @@ class JobView:
 
 
 class JobRunner:
-    def __init__(self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path) -> None:
+    def __init__(self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path, state_dir: Path | None = None) -> None:
         self._core = core
         self._apply = apply  # run a core call and carry out its effects, in the turn
         self._pool = pool
         self._repo_root = repo_root
+        self._state_dir = state_dir  # where each check's whole output is kept (None: nowhere)
         self._jobs: OrderedDict[str, JobView] = OrderedDict()
         self._repair = RepairState()
         self._build_hashes: dict[str, str] = {}  # build folder -> newest artifact's hash
@@ -185,6 +187,8 @@ class JobRunner:
         except Exception as exc:  # a bug in one job must not take the coordinator down
             log.exception("job %s crashed", view.job)
             gate = m.Gate(subject=view.kind, verdict="fail", reason=f"internal error running the job: {exc!r} (see coordinator.log)", job=view.job, agent=view.agent)
+        if self._state_dir is not None and view.kind in ("check", "verify"):
+            await trio.to_thread.run_sync(checklogs.prune, self._state_dir)
         responses = await self._respond(view, results)
         if responses:
             gate = msgspec.structs.replace(gate, responses=responses)
@@ -210,7 +214,7 @@ class JobRunner:
             spec = ProbeSpec(name=probe.name or probe.kind, kind=probe.kind, params=params, cwd=cwd)
             if probe.timeout is not None:
                 spec = msgspec.structs.replace(spec, timeout=probe.timeout)
-            return [spec]
+            return [self._with_log(view, spec)]
         config = await trio.to_thread.run_sync(load_config, root)
         if not config.checks:
             raise ProbeError(
@@ -218,7 +222,14 @@ class JobRunner:
                 "(nothing could be detected from package.json, Cargo.toml or pyproject.toml)"
             )
         view.total = len(config.checks)
-        return [check.to_spec(root) for check in config.checks]
+        return [self._with_log(view, check.to_spec(root)) for check in config.checks]
+
+    def _with_log(self, view: JobView, spec: ProbeSpec) -> ProbeSpec:
+        """A command spec that keeps its whole output in the state directory."""
+        if self._state_dir is None or spec.kind != "command":
+            return spec
+        path = checklogs.log_path(self._state_dir, view.job, spec.name)
+        return msgspec.structs.replace(spec, params={**spec.params, "log": str(path)})
 
     async def _progress(self, view: JobView, result: ProbeResult) -> None:
         data = msgspec.to_builtins(result)

@@ -115,7 +115,7 @@ class Server:
             async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
-                self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree)
+                self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree, self.place.state_dir)
                 async with self._turn:
                     now = trio.current_time()
                     await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))

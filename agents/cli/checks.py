@@ -69,6 +69,9 @@ def _print_failures(results: list[dict]) -> None:
         click.echo(click.style(head, fg="red"), err=True)
         if result.get("output"):
             click.echo(result["output"].rstrip(), err=True)
+        log = (result.get("details") or {}).get("log")
+        if log:
+            click.echo(f"   full output: {log}", err=True)
 
 
 def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_json: bool) -> m.Gate:
@@ -240,11 +243,12 @@ def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
 
 @main.command()
 @click.option("--new-turn", is_flag=True, help="Start a new agent turn: the repair-loop count starts again.")
+@click.option("--full", "full_job", metavar="JOB", help="Print the whole output kept for each check of job JOB, run nothing.")
 @agent_option
 @endpoint_option
 @json_option
 @handle_errors
-def verify(new_turn, agent, endpoint, as_json):
+def verify(new_turn, full_job, agent, endpoint, as_json):
     """Run the project's verify suite through the coordinator.
 
     Checks come from [checks.NAME] in lockstep.toml (else detected from package.json,
@@ -252,13 +256,39 @@ def verify(new_turn, agent, endpoint, as_json):
     one at a time. Prints each check (✓/✗, duration) and the errors-first output of
     failures. Exit 0 only if all pass. With --agent the run counts for that agent's
     `done` gate and repair loop; after max_repair_loops failing rounds the failure
-    report stands and nothing re-runs (exit 1).
+    report stands and nothing re-runs (exit 1). The whole output of every check is
+    kept in the state directory (its path is in the report); --full JOB prints it.
     """
+    if full_job is not None:
+        _print_full(full_job, as_json)
+        return
     from probes.config import load_config
 
     load_config(discovery.locate().worktree)  # a broken lockstep.toml is bad input (exit 2), not a failed run
     gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn), as_json)
     _finish(gate, as_json)
+
+
+def _print_full(job: str, as_json: bool) -> None:
+    """The kept output of each check of ``job`` (read from the state directory: works
+    with the coordinator down)."""
+    from probes import checklogs
+
+    logs = checklogs.job_logs(discovery.locate().state_dir, job)
+    if not logs:
+        raise Failure("no_output", f"no output kept for job {job!r}: no such job, or it is older than what is kept", EXIT_REFUSED)
+    if as_json:
+        kept = [{"check": p.stem, "path": str(p), "output": p.read_text(errors="replace")} for p in logs]
+        click.echo(json.dumps({"job": job, "checks": kept}))
+        return
+    out = click.get_binary_stream("stdout")
+    for path in logs:
+        click.echo(click.style(f"── {path.stem} ({path})", bold=True))
+        sys.stdout.flush()
+        with open(path, "rb") as file:  # as the command wrote it, whatever its size
+            while chunk := file.read(1 << 16):
+                out.write(chunk)
+        out.flush()
 
 
 @main.command()

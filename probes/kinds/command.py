@@ -3,7 +3,8 @@
 Params: ``argv`` (list) or ``shell`` (string run by ``/bin/sh -c``; ``cmd`` in
 lockstep.toml), ``expect_exit`` (default 0), ``creates`` (a path that must exist after
 the command and, if it existed before, must have a different mtime, size or hash),
-``env`` (merged over the coordinator's environment).
+``env`` (merged over the coordinator's environment), ``log`` (set by the job runner,
+never in lockstep.toml: a file that receives the whole output, ``probes.checklogs``).
 
 Runs with stdin from /dev/null in a new session (its own process group,
 ``probes.procgroup``).  At the timeout the group gets SIGTERM, then SIGKILL after
@@ -41,7 +42,7 @@ from probes.model import (
 )
 from probes.output import errors_first
 from probes.procgroup import TERM_GRACE, end_process_group, open_in_own_group
-from probes.schema import Argv, RelPath, Text, in_toml
+from probes.schema import RUNTIME_ONLY, Argv, RelPath, Text, in_toml
 
 __all__ = ["TERM_GRACE", "CommandParams", "KIND", "probe_command"]
 
@@ -57,6 +58,7 @@ class CommandParams(Params):
     expect_exit: int = 0
     creates: Annotated[str | None, in_toml(RelPath)] = None
     env: dict[str, str] | None = None
+    log: Annotated[str | None, RUNTIME_ONLY] = None  # absolute path for the whole output
 
 
 def check(label: str, params: CommandParams) -> None:
@@ -107,9 +109,23 @@ class _Capture:
         return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
 
 
-async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture) -> None:
+async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture, log: Any) -> None:
     while chunk := await stream.receive_some(65536):
         capture.feed(chunk)
+        if log is not None:
+            # A buffered write to a local file: it lands in the page cache at once,
+            # so it is done here rather than paying a thread hop per chunk.
+            log.write(chunk)
+
+
+def _open_log(path: str) -> tuple[Any, str | None]:
+    """The log file opened for writing, or (None, why not): a log that cannot be
+    written costs the full output, never the check."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "wb"), None  # noqa: SIM115 -- closed in probe_command's finally
+    except OSError as exc:
+        return None, f"could not write the full output to {path}: {exc.strerror or exc}"
 
 
 def _fingerprint(path: Path) -> tuple[Any, ...] | None:
@@ -153,12 +169,13 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
             reason=f"{why}.", output=f"lockstep: command failed to start: {exc}",
         )
     stdout, stderr = _Capture(), _Capture()
+    log, log_problem = _open_log(params.log) if params.log else (None, None)
     timed_out = False
     try:
         async with trio.open_nursery() as nursery:
             assert process.stdout is not None and process.stderr is not None
-            nursery.start_soon(_drain, process.stdout, stdout)
-            nursery.start_soon(_drain, process.stderr, stderr)
+            nursery.start_soon(_drain, process.stdout, stdout, log)
+            nursery.start_soon(_drain, process.stderr, stderr, log)
             with trio.move_on_after(spec.timeout) as deadline:
                 await process.wait()
             timed_out = deadline.cancelled_caught
@@ -173,6 +190,8 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
             for stream in (process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
+            if log is not None:
+                log.close()
     duration = time.perf_counter() - started
 
     exit_code = None if timed_out else process.returncode
@@ -189,6 +208,10 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
         reason = f"{checked} exited with the expected status {exit_code}."
         note = ""
     details: dict[str, Any] = {"expect_exit": params.expect_exit}
+    if log is not None:
+        details["log"] = params.log
+    elif log_problem:
+        details["log_problem"] = log_problem
     if creates is not None and finding is None:
         after = await trio.to_thread.run_sync(_fingerprint, creates)
         details["creates"] = str(creates)
