@@ -49,6 +49,7 @@ __all__ = ["TERM_GRACE", "CommandParams", "KIND", "probe_command"]
 DRAIN_GRACE = 1.0  # seconds to collect buffered output once the group is gone
 CAPTURE_HEAD = 64 * 1024  # bytes kept from the start of each stream ...
 CAPTURE_TAIL = 192 * 1024  # ... and from its end; the middle is dropped and counted
+LOG_LINE_HOLD = 64 * 1024  # bytes of an unfinished line held back from the log
 _THREAD_FORMAT_ABOVE = 64 * 1024  # reorder bigger outputs off the trio thread
 
 
@@ -110,12 +111,22 @@ class _Capture:
 
 
 async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture, log: Any) -> None:
+    pending = bytearray()  # the stream's unfinished line, held back from the log
     while chunk := await stream.receive_some(65536):
         capture.feed(chunk)
-        if log is not None:
-            # A buffered write to a local file: it lands in the page cache at once,
-            # so it is done here rather than paying a thread hop per chunk.
-            log.write(chunk)
+        if log is None:
+            continue
+        # stdout and stderr share the log: write whole lines only, so a line of one
+        # is never split by the other; a line longer than LOG_LINE_HOLD goes as is.
+        # A buffered write to a local file lands in the page cache at once, so it is
+        # done here rather than paying a thread hop per chunk.
+        pending += chunk
+        end = pending.rfind(b"\n") + 1 if len(pending) <= LOG_LINE_HOLD else len(pending)
+        if end:
+            log.write(pending[:end])
+            del pending[:end]
+    if log is not None and pending:
+        log.write(pending)
 
 
 def _open_log(path: str) -> tuple[Any, str | None]:
