@@ -46,22 +46,22 @@ def duration_problem(value: object) -> tuple[float | None, str]:
     ambiguous next to "30ms").
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None, f"{value!r} is not a duration: {_DURATION_EXPECTED}"
+        return None, f"{shown(value)} is not a duration: {_DURATION_EXPECTED}"
     if isinstance(value, (int, float)):
         seconds = float(value)
         if not math.isfinite(seconds) or seconds < 0:
-            return None, f"{value!r} is not a duration: it must be finite and >= 0"
+            return None, f"{shown(value)} is not a duration: it must be finite and >= 0"
         return seconds, ""
     text = value.strip()
     if not _DURATION_SHAPE.fullmatch(text):
-        return None, f"{value!r} is not a duration: {_DURATION_EXPECTED}"
+        return None, f"{shown(value)} is not a duration: {_DURATION_EXPECTED}"
     seconds = 0.0
     last_rank = -1
     for number, unit in _DURATION_PART.findall(text):
         rank = _DURATION_ORDER.index(unit)
         if rank <= last_rank:
             return None, (
-                f"{value!r} is not a duration: units must appear largest first, "
+                f"{shown(value)} is not a duration: units must appear largest first, "
                 "each at most once (like '1h30m')"
             )
         last_rank = rank
@@ -133,16 +133,23 @@ _KIND_NAMES = {dict: "a table", list: "an array", str: "a string", bool: "a bool
                int: "an integer", float: "a float"}
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a message stays one short line
+    whatever the file holds."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def describe(value: object) -> str:
     """How a message names a TOML value: ``an integer (3)``."""
-    return f"{_KIND_NAMES.get(type(value), type(value).__name__)} ({value!r})"
+    return f"{_KIND_NAMES.get(type(value), type(value).__name__)} ({shown(value)})"
 
 
 def name_problem(value: str) -> str | None:
     if _NAME_RE.fullmatch(value):
         return None
     return (
-        f"{value!r} is not a valid name: use letters, digits, '_', '.', '-' "
+        f"{shown(value)} is not a valid name: use letters, digits, '_', '.', '-' "
         "(at most 64 characters, starting with a letter or digit)"
     )
 
@@ -150,11 +157,11 @@ def name_problem(value: str) -> str | None:
 def relpath_problem(value: str) -> str | None:
     """Why ``value`` is not a repo-relative path, or None when it is one."""
     if "\\" in value or "\x00" in value:
-        return f"{value!r} must be a '/'-separated path"
+        return f"{shown(value)} must be a '/'-separated path"
     if value.startswith("/"):
-        return f"{value!r} must be relative to the repository root, not absolute"
+        return f"{shown(value)} must be relative to the repository root, not absolute"
     if ".." in value.split("/"):
-        return f"{value!r} must not contain '..' (it would leave the repository)"
+        return f"{shown(value)} must not contain '..' (it would leave the repository)"
     return None
 
 
@@ -162,7 +169,7 @@ def regex_problem(pattern: str) -> str | None:
     try:
         re.compile(pattern)
     except re.error as exc:
-        return f"{pattern!r} is not a valid regular expression ({exc})"
+        return f"{shown(pattern)} is not a valid regular expression ({exc})"
     return None
 
 
@@ -175,9 +182,9 @@ def loopback_url_problem(url: str) -> str | None:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 -- raises ValueError on a malformed port
     except ValueError as exc:
-        return f"{url!r} is not a valid URL ({exc})"
+        return f"{shown(url)} is not a valid URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{url!r} is not an http:// or https:// URL with a host"
+        return f"{shown(url)} is not an http:// or https:// URL with a host"
     host = parts.hostname
     if host == "localhost" or host.endswith(".localhost"):
         return None
@@ -186,7 +193,7 @@ def loopback_url_problem(url: str) -> str | None:
             return None
     except ValueError:
         pass
-    return f"{url!r} is not on localhost or a loopback address (http probes stay local)"
+    return f"{shown(url)} is not on localhost or a loopback address (http probes stay local)"
 
 
 def _text(value: object) -> str:
@@ -218,7 +225,7 @@ def _seconds(value: object) -> float:
 def _positive_seconds(value: object) -> float:
     seconds = _seconds(value)
     if seconds <= 0:
-        raise ValueError(f"{value!r} must be longer than zero")
+        raise ValueError(f"{shown(value)} must be longer than zero")
     return seconds
 
 
@@ -231,7 +238,7 @@ def _hex_digest(value: object) -> str:
 def _glob(value: object) -> str:
     text = _text(value)
     if text.startswith("/"):
-        raise ValueError(f"{text!r} must be a relative glob such as '*.whl'")
+        raise ValueError(f"{shown(text)} must be a relative glob such as '*.whl'")
     return text
 
 

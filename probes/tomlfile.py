@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from probes.schema import dec_hook, describe
+from probes.schema import dec_hook, describe, shown
 from protocol.errors import UsageError
 
 
@@ -51,11 +51,18 @@ def decode(text: str, schema: type, source: str) -> Any:
     try:
         return msgspec.toml.decode(text, type=schema, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
-        import tomllib  # the raw document, to explain the error
-
-        raise ConfigError(explain(str(exc), schema, tomllib.loads(text), source)) from None
+        raise ConfigError(_explain_file(str(exc), schema, text, source)) from None
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {_toml_error(text, exc)}") from None
+
+
+def _explain_file(message: str, schema: type, text: str, source: str) -> str:
+    import tomllib  # the raw document, to explain the error
+
+    try:
+        return explain(message, schema, tomllib.loads(text), source)
+    except Exception:  # a path the walk does not know: msgspec's own words, still one line
+        return f"{source}: {message}"
 
 
 def _toml_error(text: str, exc: Exception) -> str:
@@ -150,7 +157,7 @@ class _Walk:
                 tags = _tags(union)
                 if rest[1:] and tags and rest[1] == tags[0]:
                     options = ", ".join(tags[1])
-                    return f"{label} key '{rest[1]}': {item.get(rest[1])!r} is not one of {options}"
+                    return f"{label} key '{rest[1]}': {shown(item.get(rest[1]))} is not one of {options}"
                 return f"{label}: {self.phrase(union, item, None)}"
             where, table, table_raw, top = label, chosen, item, False
             i += 2
@@ -188,7 +195,7 @@ class _Walk:
                 return f"unknown key '{key}'{suggestion}; known keys: {', '.join(known)}{hint}"
         if problem.startswith("Invalid enum value") and isinstance(info, mi.LiteralType):
             choices = getattr(self, "choices", None) or info.values  # declared order if known
-            return f"{value!r} is not one of {', '.join(map(str, choices))}"
+            return f"{shown(value)} is not one of {', '.join(map(str, choices))}"
         bound = re.match(r"Expected `int` (>=|<=) (-?\d+)$", problem)
         if bound:
             side = "less than the minimum" if bound.group(1) == ">=" else "more than the maximum"
