@@ -137,6 +137,38 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self.commands)
 
+    # Under --json a usage error is one JSON document on stdout too (exit 2), so a
+    # script never has to parse click's text: the group sees every parse error, its
+    # own and each verb's (verbs parse inside the group's invoke).
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        if parent is None:
+            self._argv = list(args)
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _in_json(exc, self._argv) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _in_json(exc, getattr(self, "_argv", [])) from None
+
+
+class JsonUsageError(click.UsageError):
+    """A usage error shown as ``{"error": {"code": "usage", ...}}`` on stdout."""
+
+    def show(self, file: Any = None) -> None:
+        _emit_error(True, "usage", self.format_message())
+
+
+def _in_json(exc: click.UsageError, argv: list[str]) -> click.UsageError:
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" not in options or isinstance(exc, JsonUsageError):
+        return exc
+    return JsonUsageError(exc.format_message(), exc.ctx)
+
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 
 from agents.oneshot import (
     Connection,
@@ -41,6 +40,7 @@ from .base import (
     json_option,
     main,
 )
+from .output import plain
 
 POLL_INTERVAL = 0.2
 
@@ -97,7 +97,7 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
 
 def _finish(gate: m.Gate, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(msgspec.to_builtins(gate)))
+        click.echo(json.dumps(plain(gate)))
     else:
         _print_failures(gate.results)
         for response in gate.responses:

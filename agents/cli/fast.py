@@ -69,6 +69,8 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
     outcome = hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
     if outcome.stdout:
         echo(outcome.stdout)
+    elif as_json and outcome.exit_code == 0:
+        echo("{}")  # no decision: still one JSON document under --json
     if outcome.stderr:
         echo(outcome.stderr, err=True)
     sys.exit(outcome.exit_code)

@@ -11,6 +11,7 @@ import click
 from protocol import discovery
 
 from .base import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
+from .output import plain
 
 # ---------------------------------------------------------------------- Claude Code
 
@@ -69,11 +70,15 @@ def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: st
 
     agent = git_guard.agent_name()
     if not files:
+        if as_json:  # one JSON document under --json, even when there is nothing to check
+            click.echo(json.dumps({"allowed": True, "reason": f"nothing to {what}", "files": [], "agent": agent}))
         return
     try:
         blocked, reason = _held(files, agent, endpoint)
     except CoordinatorUnreachable as exc:  # nobody coordinates: nobody holds anything
         click.echo(f"lockstep guard: {exc}; not checked", err=True)
+        if as_json:
+            click.echo(json.dumps({"allowed": True, "reason": f"not checked: {exc}", "files": files, "agent": agent}))
         return
     if as_json:
         click.echo(json.dumps({"allowed": not blocked, "reason": reason, "files": files, "agent": agent}))
@@ -146,7 +151,6 @@ def mcp_server(agent, endpoint, as_json):
     status, verify, done), acting as one agent with paths relative to the current
     directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
     (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
-    import msgspec
 
     from agents import mcp
     from agents.oneshot import open_oneshot
@@ -172,21 +176,21 @@ def mcp_server(agent, endpoint, as_json):
             if tool == "claim":
                 reply = as_agent(lambda s: s.claim(paths, shared=bool(args.get("shared")), ttl=args.get("ttl")))
                 payload = _claim_payload(reply)
-                return msgspec.to_builtins(payload), not payload["granted"]
+                return plain(payload), not payload["granted"]
             if tool == "release":
                 reply = as_agent(lambda s: s.release(paths, all=bool(args.get("all"))))
                 return {"released": reply.patterns}, False
             if tool == "intent":
                 reply = as_agent(lambda s: s.intent(paths, token=args.get("token")))
-                return msgspec.to_builtins(reply), reply.verdict == "block"
+                return plain(reply), reply.verdict == "block"
             if tool == "status":
-                return msgspec.to_builtins(_status_payload(ask(endpoint, m.Status()))), False
+                return plain(_status_payload(ask(endpoint, m.Status()))), False
             if tool == "verify":
                 gate = _run_job(name, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s), as_json=True)
-                return msgspec.to_builtins(gate), gate.verdict != "pass"
+                return plain(gate), gate.verdict != "pass"
             if tool == "done":
                 gate = as_agent(lambda s: s.call(lambda sid: m.Done(session=sid)))
-                return msgspec.to_builtins(gate), gate.verdict != "pass"
+                return plain(gate), gate.verdict != "pass"
         except LockstepError as exc:
             code = getattr(exc, "code", None)
             if not (isinstance(code, str) and hasattr(exc, "message")):

@@ -63,11 +63,27 @@ def handle_errors(fn: Callable) -> Callable:
 
 def out(as_json: bool, payload: Any, text: str) -> None:
     if as_json:
-        import msgspec
-
-        echo(json.dumps(msgspec.to_builtins(payload)))
+        echo(json.dumps(plain(payload)))
     else:
         echo(text)
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready data for output: structs become objects with every field (a stable
+    shape), and a wire message loses what only the protocol needs (its ``type`` tag and
+    the request id ``req``)."""
+    import msgspec
+
+    if isinstance(value, msgspec.Struct):
+        from protocol.messages import Message
+
+        skip = {"req"} if isinstance(value, Message) else set()
+        return {name: plain(getattr(value, name)) for name in value.__struct_fields__ if name not in skip}
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return msgspec.to_builtins(value)
 
 
 def seconds(text: str, flag: str) -> float:
