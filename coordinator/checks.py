@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from ledger import records as rec
 from probes.model import KINDS as PROBE_KINDS
 from protocol import messages as m
 from protocol.errors import PeerError
@@ -26,15 +27,10 @@ class CheckHandlers:
     def _optional_session(self, session: str | None, now: float) -> Agent | None:
         return None if session is None else self._session(session, now)
 
-    def _open_job(self, kind: str, agent: Agent | None, request: m.Request, data: dict[str, Any]) -> str:
+    def _open_job(self, kind: str, agent: Agent | None, request: m.Request, **fields: Any) -> str:
         job = f"{self.registry.epoch}.{self.registry.job_counter + 1}"
         name = agent.name if agent else None
-        self._record(
-            "job.started",
-            agent=name,
-            session=agent.session if agent else None,
-            data={"job": job, "kind": kind, **data},
-        )
+        self._record(rec.JobStarted(agent=name, session=agent.session if agent else None, job=job, kind=kind, **fields))
         self._publish("job.started", name, {"job": job, "kind": kind})
         self._out.append(StartJob(job=job, kind=kind, agent=name, request=request))
         return job
@@ -44,14 +40,14 @@ class CheckHandlers:
         if msg.probe.kind not in PROBE_KINDS:
             raise PeerError("bad_request", f"unknown probe kind {msg.probe.kind!r}: use one of {', '.join(PROBE_KINDS)}")
         name = msg.probe.name or msg.probe.kind
-        job = self._open_job("check", agent, msg, {"probe": msgspec.to_builtins(msg.probe), "cwd": msg.cwd})
+        job = self._open_job("check", agent, msg, probe=msg.probe, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))
 
     def _on_verify(self, peer, msg: m.Verify, now: float) -> None:
         agent = self._optional_session(msg.session, now)
         reg = self.registry
         if agent is not None and msg.new_turn:
-            self._record("turn.started", agent=agent.name, session=agent.session)
+            self._record(rec.TurnStarted(agent=agent.name, session=agent.session))
         if agent is not None and reg.failing_rounds.get(agent.name, 0) >= self.settings.max_repair_loops:
             last = reg.last_verify.get(agent.name)
             failed = ", ".join(last.failed) if last else "?"
@@ -60,17 +56,17 @@ class CheckHandlers:
                 f"(max_repair_loops = {self.settings.max_repair_loops}); not re-running. "
                 f"The failure report of job {last.job if last else '?'} stands: {failed} failed"
             )
-            self._record("verify.refused", agent=agent.name, session=agent.session, data={"reason": reason})
+            self._record(rec.VerifyRefused(agent=agent.name, session=agent.session, reason=reason))
             self._publish("verify.refused", agent.name, {"reason": reason})
             self._reply(peer, m.Gate(req=msg.req, subject="verify", verdict="escalate", reason=reason, agent=agent.name, job=last.job if last else ""))
             return
-        job = self._open_job("verify", agent, msg, {"cwd": msg.cwd})
+        job = self._open_job("verify", agent, msg, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="verify"))
 
     def _on_done(self, peer, msg: m.Done, now: float) -> None:
         agent = self._session(msg.session, now)
         verdict, reason = self._done_gate(agent.name)
-        self._record("done.decided", agent=agent.name, session=agent.session, data={"verdict": verdict, "reason": reason})
+        self._record(rec.DoneDecided(agent=agent.name, session=agent.session, verdict=verdict, reason=reason))
         self._publish("done.decided", agent.name, {"verdict": verdict, "reason": reason})
         self._reply(peer, m.Gate(req=msg.req, subject="done", verdict=verdict, reason=reason, agent=agent.name))
 
@@ -93,7 +89,7 @@ class CheckHandlers:
 
     def _on_plan_run(self, peer, msg: m.PlanRun, now: float) -> None:
         agent = self._optional_session(msg.session, now)
-        job = self._open_job("plan", agent, msg, {"source": msg.source, "cwd": msg.cwd, "plan": msg.plan})
+        job = self._open_job("plan", agent, msg, source=msg.source, cwd=msg.cwd, plan=msg.plan)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="plan"))
 
     # -- what the shell's job runner reports back (each one a ledger record first)
@@ -101,8 +97,8 @@ class CheckHandlers:
     def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any], now: float) -> list[Effect]:
         """One probe's result within a job."""
         self._advance(now)
-        record_kind = "verify.result" if kind == "verify" else "probe.result"
-        self._record(record_kind, agent=agent, data={"job": job, **result})
+        result_type = rec.VerifyResult if kind == "verify" else rec.ProbeResult
+        self._record(result_type(agent=agent, job=job, **result))
         self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
         return self._flush()
 
@@ -111,15 +107,15 @@ class CheckHandlers:
         data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
         if kind == "verify":  # the done gate and the repair loop read this one
             failed = [r.get("name", "?") for r in gate.results if r.get("verdict") != "pass"]
-            self._record("verify.finished", agent=gate.agent, data={**data, "passed": gate.verdict == "pass", "failed": failed})
+            self._record(rec.VerifyFinished(agent=gate.agent, **data, passed=gate.verdict == "pass", failed=failed))
         else:
-            self._record("job.finished", agent=gate.agent, data=data)
+            self._record(rec.JobFinished(agent=gate.agent, **data))
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
         return self._flush()
 
-    def note(self, kind: str, agent: str | None, data: dict[str, Any], now: float) -> list[Effect]:
+    def note(self, record: rec.Record, now: float) -> list[Effect]:
         """Record and publish something a job did (a rule's response, a plan transition)."""
         self._advance(now)
-        self._record(kind, agent=agent, data=data)
-        self._publish(kind, agent, data)
+        self._record(record)
+        self._publish(record.KIND, record.agent, rec.data_of(record))
         return self._flush()

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ledger import records as rec
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
@@ -98,16 +99,14 @@ class Core(CheckHandlers):
         self._last_now = now
         epoch = self.registry.epoch + 1
         self._record(
-            "coordinator.started",
-            data={
-                "epoch": epoch,
-                "mode": self.settings.mode,
-                "pid": pid,
-                "endpoints": self.endpoints,
-                "live_agents": sum(1 for a in self.registry.agents.values() if a.live),
-                "claims": len(self.registry.claims),
-            },
-            durable=True,
+            rec.CoordinatorStarted(
+                epoch=epoch,
+                mode=self.settings.mode,
+                pid=pid,
+                endpoints=self.endpoints,
+                live_agents=sum(1 for a in self.registry.agents.values() if a.live),
+                claims=len(self.registry.claims),
+            )
         )
         for agent in self.registry.agents.values():
             if agent.live and agent.pid is not None and agent.host == self.host:
@@ -148,7 +147,7 @@ class Core(CheckHandlers):
         agent = self.registry.sessions.get(session)
         if agent is not None and agent.live:
             reason = f"process {agent.pid} exited" + (f" ({detail})" if detail else "")
-            self._end(agent, "agent.left", reason, hold=False, now=now)
+            self._end(agent, rec.AgentLeft, reason, hold=False, now=now)
         return self._flush()
 
     def tick(self, now: float) -> list[Effect]:
@@ -165,19 +164,19 @@ class Core(CheckHandlers):
                 if silent <= limit:
                     self._next_lease_check = min(self._next_lease_check, agent.last_seen + limit)
                 elif agent.kind == "oneshot":
-                    self._end(agent, "agent.stale", f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
+                    self._end(agent, rec.AgentStale, f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
                 else:
-                    self._end(agent, "agent.stale", f"no heartbeat for {silent:.1f}s", True, now)
+                    self._end(agent, rec.AgentStale, f"no heartbeat for {silent:.1f}s", True, now)
         for entry in list(reg.expiring.values()):
             if entry.expires_at <= now:
-                self._release([entry], "claim.expired", "claim TTL ran out", hold_for=0.0)
+                self._release([entry], rec.ClaimExpired, "claim TTL ran out", hold_for=0.0)
         reg.drop_expired_holds(now)
         self._forget_old_agents()
         return self._flush()
 
     def stopped(self, reason: str) -> list[Effect]:
         """The shell is about to stop serving: say so in the ledger."""
-        self._record("coordinator.stopped", data={"reason": reason})
+        self._record(rec.CoordinatorStopped(reason=reason))
         self._publish("coordinator.stopped", None, {"reason": reason})
         return self._flush()
 
@@ -200,8 +199,7 @@ class Core(CheckHandlers):
         self._mark = 0
         return out
 
-    def _record(self, kind: str, *, agent=None, session=None, token=None, data=None, durable=False) -> Record:
-        record = Record(kind=kind, agent=agent, session=session, token=token, data=data or {}, durable=durable)
+    def _record(self, record: Record) -> Record:
         self.registry.apply(record, self._last_now or 0.0)
         self._out.append(record)
         return record
@@ -223,7 +221,7 @@ class Core(CheckHandlers):
         self._mark = len(self._out)
         if last is not None and now - last > max(self.settings.heartbeat, 0.25):
             self._counts["pauses"] += 1
-            self._record("coordinator.paused", data={"gap": round(now - last, 3)})
+            self._record(rec.CoordinatorPaused(gap=round(now - last, 3)))
             self._mark = len(self._out)
 
     # ================================================================ sessions
@@ -249,18 +247,17 @@ class Core(CheckHandlers):
         if msg.kind == "oneshot" and (msg.pid is None or msg.host != self.host):
             ttl = msg.ttl or self.settings.oneshot_ttl
         self._record(
-            "agent.joined",
-            agent=msg.agent,
-            session=session,
-            data={
-                "kind": msg.kind,
-                "worktree": msg.worktree,
-                "host": msg.host,
-                "pid": msg.pid,
-                "pid_started": msg.pid_started,
-                "ttl": ttl,
-                **({"notice": notice} if notice else {}),
-            },
+            rec.AgentJoined(
+                agent=msg.agent,
+                session=session,
+                kind=msg.kind,
+                worktree=msg.worktree,
+                host=msg.host,
+                pid=msg.pid,
+                pid_started=msg.pid_started,
+                ttl=ttl,
+                notice=notice or msgspec.UNSET,
+            )
         )
         agent = reg.sessions[session]
         self._next_lease_check = min(self._next_lease_check, now + self._lease_of(agent))
@@ -287,13 +284,14 @@ class Core(CheckHandlers):
             ),
         )
 
-    def _end(self, agent: Agent, kind: str, reason: str, hold: bool, now: float) -> None:
+    def _end(self, agent: Agent, ended: type[rec.AgentStale | rec.AgentLeft], reason: str, hold: bool, now: float) -> None:
         """End a session: stale (may still run: its paths are held) or gone (free now)."""
-        self._record(kind, agent=agent.name, session=agent.session, data={"reason": reason})
-        self._counts["stale" if kind == "agent.stale" else "gone"] += 1
+        self._record(ended(agent=agent.name, session=agent.session, reason=reason))
+        kind = ended.KIND
+        self._counts["stale" if ended is rec.AgentStale else "gone"] += 1
         hold_for = self.settings.lock_delay if hold else 0.0
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
-        self._release(entries, "claim.expired" if hold else "claim.released", f"{agent.name}: {reason}", hold_for)
+        self._release(entries, rec.ClaimExpired if hold else rec.ClaimReleased, f"{agent.name}: {reason}", hold_for)
         if agent.pid is not None:
             self._out.append(UnwatchPid(session=agent.session))
         self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
@@ -307,7 +305,7 @@ class Core(CheckHandlers):
         excess = len(dead) - self.settings.max_dead_agents
         if excess > 0:
             dead.sort(key=lambda a: a.last_seen)
-            self._record("agent.forgotten", data={"sessions": [a.session for a in dead[:excess]]})
+            self._record(rec.AgentForgotten(sessions=[a.session for a in dead[:excess]]))
 
     # ================================================================ grants
 
@@ -315,27 +313,33 @@ class Core(CheckHandlers):
         reg = self.registry
         token = reg.next_token
         if token > reg.reserved_until:
-            self._record("tokens.reserved", data={"upto": token + TOKEN_RESERVATION - 1}, durable=True)
+            self._record(rec.TokensReserved(upto=token + TOKEN_RESERVATION - 1))
         self._record(
-            "claim.granted",
-            agent=agent.name,
-            session=agent.session,
-            token=token,
-            data={"patterns": [p.text for p in patterns], "access": access, "ttl": ttl, "auto": auto},
+            rec.ClaimGranted(
+                agent=agent.name,
+                session=agent.session,
+                token=token,
+                patterns=[p.text for p in patterns],
+                access=access,
+                ttl=ttl,
+                auto=auto,
+            )
         )
         self._counts["grants"] += 1
         return token
 
-    def _release(self, entries: list[ClaimEntry], kind: str, reason: str, hold_for: float, **extra: Any) -> None:
+    def _release(
+        self, entries: list[ClaimEntry], released: type[rec.ClaimReleased | rec.ClaimExpired], reason: str, hold_for: float, **extra: Any
+    ) -> None:
         """Release entries, one ledger record per (holder, token)."""
         groups: dict[tuple[str, int], list[ClaimEntry]] = {}
         for entry in entries:
             groups.setdefault((entry.agent, entry.token), []).append(entry)
         for (holder, token), group in groups.items():
             patterns = [e.pattern.text for e in group]
-            data = {"patterns": patterns, "reason": reason, "hold_for": hold_for, **extra}
-            self._record(kind, agent=holder, session=group[0].session, token=token, data=data)
-            self._publish(kind, holder, {"token": token, **data})
+            record = released(agent=holder, session=group[0].session, token=token, patterns=patterns, reason=reason, hold_for=hold_for, **extra)
+            self._record(record)
+            self._publish(released.KIND, holder, {"token": token, **rec.data_of(record)})
             self._counts["releases"] += 1
 
     # ================================================================ handlers
@@ -376,7 +380,7 @@ class Core(CheckHandlers):
 
     def _on_watch(self, peer, msg: m.Watch, now: float) -> None:
         agent = self._session(msg.session, now)
-        self._record("agent.watched", agent=agent.name, session=agent.session, data={"pid": msg.pid, "pid_started": msg.pid_started})
+        self._record(rec.AgentWatched(agent=agent.name, session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         if agent.host == self.host:
             self._out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         self._reply(peer, m.Ok(req=msg.req, message=f"watching pid {msg.pid}"))
@@ -409,11 +413,16 @@ class Core(CheckHandlers):
         self._reply(peer, m.Granted(req=msg.req, token=token, patterns=data["patterns"], warnings=conflicts))
 
     def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason, stale=()) -> None:
-        data = {"patterns": [p.text for p in patterns], "reason": reason, "conflicts": [msgspec.to_builtins(c) for c in conflicts]}
-        if stale:
-            data["stale"] = [msgspec.to_builtins(s) for s in stale]
-        self._record("claim.refused", agent=agent.name, session=agent.session, data=data)
-        self._publish("claim.refused", agent.name, data)
+        record = rec.ClaimRefused(
+            agent=agent.name,
+            session=agent.session,
+            patterns=[p.text for p in patterns],
+            reason=reason,
+            conflicts=conflicts,
+            stale=list(stale) if stale else msgspec.UNSET,
+        )
+        self._record(record)
+        self._publish(rec.ClaimRefused.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
         self._counts["refusals"] += 1
         self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale)))
 
@@ -464,7 +473,7 @@ class Core(CheckHandlers):
             if missing:
                 held = ", ".join(sorted({e.pattern.text for e in mine})) or "nothing"
                 raise PeerError("bad_request", f"{agent.name} holds no claim on {', '.join(sorted(missing))} (holds: {held})")
-        self._release(entries, "claim.released", "released by holder", 0.0)
+        self._release(entries, rec.ClaimReleased, "released by holder", 0.0)
         self._reply(peer, m.Released(req=msg.req, patterns=sorted({e.pattern.text for e in entries}), holders=[agent.name] if entries else []))
 
     def _force_release(self, peer, msg: m.Release) -> None:
@@ -480,7 +489,7 @@ class Core(CheckHandlers):
             raise PeerError("bad_request", f"no live claim overlaps {', '.join(msg.paths)}")
         by = msg.by or "operator"
         found = list(entries.values())
-        self._release(found, "claim.released", f"forced by {by}: {msg.reason}", 0.0, forced=True, by=by)
+        self._release(found, rec.ClaimReleased, f"forced by {by}: {msg.reason}", 0.0, forced=True, by=by)
         holders = sorted({e.agent for e in found})
         for holder in holders:
             lost = sorted(e.pattern.text for e in found if e.agent == holder)
@@ -512,8 +521,20 @@ class Core(CheckHandlers):
             conflicts=conflicts,
             stale=stale,
         )
+        self._record(
+            rec.IntentDecided(
+                agent=agent.name,
+                session=agent.session,
+                token=token,
+                verdict=verdict,
+                reason=reason,
+                paths=decision.paths,
+                holders=holders,
+                conflicts=conflicts,
+                stale=stale,
+            )
+        )
         data = {k: v for k, v in msgspec.to_builtins(decision).items() if k not in ("type", "req")}
-        self._record("intent.decided", agent=agent.name, session=agent.session, token=token, data=data)
         self._publish("intent.decided", agent.name, data)
         self._reply(peer, decision)
 
@@ -605,7 +626,7 @@ class Core(CheckHandlers):
 
     def _on_bye(self, peer, msg: m.Bye, now: float) -> None:
         agent = self._session(msg.session, now)
-        self._end(agent, "agent.left", msg.reason or "bye", hold=False, now=now)
+        self._end(agent, rec.AgentLeft, msg.reason or "bye", hold=False, now=now)
         self._reply(peer, m.Ok(req=msg.req, message=f"{agent.name} left; its claims are free"))
 
     def _on_shutdown(self, peer, msg: m.Shutdown, now: float) -> None:

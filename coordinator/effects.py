@@ -2,8 +2,9 @@
 
 The core never performs I/O: ``Core.receive`` and ``Core.tick`` return a list of these.
 The shell's one rule: append every ``Record`` of a batch to the ledger (one
-transaction, fsync'd when any record is ``durable``) *before* it performs any ``Send``
-or ``Publish`` of that batch.
+transaction, fsync'd when any record's kind is ``DURABLE``) *before* it performs any
+``Send`` or ``Publish`` of that batch.  ``Record`` is the ledger's own record type: the
+typed catalogue of ledger/records.py.
 """
 
 from __future__ import annotations
@@ -12,16 +13,7 @@ from typing import Any
 
 import msgspec
 
-
-class Record(msgspec.Struct, frozen=True, kw_only=True):
-    """A ledger event.  The registry changes only by applying these (see registry.py)."""
-
-    kind: str
-    agent: str | None = None
-    session: str | None = None
-    token: int | None = None
-    data: dict[str, Any] = msgspec.field(default_factory=dict)
-    durable: bool = False  # commit with a full fsync (token reservations, epochs)
+from ledger.records import Record
 
 
 class Send(msgspec.Struct, frozen=True):

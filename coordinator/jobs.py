@@ -6,7 +6,8 @@ so that every result is a ledger record before it is published:
 
     job.started -> probe.result / verify.result (one per check, as they finish)
                 -> rule.response (what the rule table decided about findings)
-                -> check.finished / verify.finished / plan.finished (with the gate)
+                -> job.finished / verify.finished (with the gate); a plan also
+                   writes its transitions (plan.step.*, plan.finished ...)
 
 Findings never get judgement, only rules (probes/rules.py): retry (ask the agent to
 try again, bounded), roll back or restart (a configured command), touch a file, notify
@@ -30,6 +31,7 @@ import msgspec
 import trio
 
 from ledger import Ledger
+from ledger import records as rec
 from probes import checklogs
 from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
@@ -257,10 +259,18 @@ class JobRunner:
         done = []
         for response in responses:
             outcome = await self._carry_out(response, view)
-            data = {"job": view.job, **msgspec.to_builtins(response), "outcome": outcome}
-            data.pop("at", None)
-            await self._apply(lambda now, data=data, agent=response.agent: self._core.note("rule.response", agent, data, now))
-            done.append(data)
+            record = rec.RuleResponse(
+                agent=response.agent,
+                job=view.job,
+                action=response.action,
+                params=response.params,
+                reason=response.reason,
+                finding=response.finding,
+                probes=list(response.probes),
+                outcome=outcome,
+            )
+            await self._apply(lambda now, record=record: self._core.note(record, now))
+            done.append(msgspec.to_builtins(rec.data_of(record)))
         return done
 
     async def _carry_out(self, response: Response, view: JobView) -> str:
@@ -269,7 +279,8 @@ class JobRunner:
         message = params.get("message") or f"{response.finding} ({', '.join(response.probes)})"
         match response.action:
             case "retry":
-                await self._apply(lambda now: self._core.note("notice", agent, {"message": f"retry (attempt {params.get('attempt')} of {params.get('max')}): {message}"}, now))
+                notice = rec.Notice(agent=agent, message=f"retry (attempt {params.get('attempt')} of {params.get('max')}): {message}")
+                await self._apply(lambda now: self._core.note(notice, now))
                 return f"asked {agent or 'the requester'} to retry"
             case "rollback" | "restart":
                 if not params.get("cmd"):
@@ -285,16 +296,16 @@ class JobRunner:
                 os.utime(path)
                 return f"touched {path}"
             case "notify":
-                await self._apply(lambda now: self._core.note("notice", agent, {"message": message, "operator": True}, now))
+                await self._apply(lambda now: self._core.note(rec.Notice(agent=agent, message=message, operator=True), now))
                 return "operator notified"
             case "block_agent":
                 if agent is None:
                     return "no single agent to block"
-                await self._apply(lambda now: self._core.note("agent.blocked", agent, {"reason": f"{response.finding}: {message}"}, now))
+                await self._apply(lambda now: self._core.note(rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}"), now))
                 return f"blocked {agent} until its next passing verify run"
             case "queue_task":
                 target = params.get("agent") or agent
-                await self._apply(lambda now: self._core.note("task.queued", target, {"task": params.get("task"), "because": response.finding}, now))
+                await self._apply(lambda now: self._core.note(rec.TaskQueued(agent=target, task=params.get("task"), because=response.finding), now))
                 return f"queued a task for {target}"
         return f"unknown action {response.action}"
 
@@ -325,11 +336,11 @@ class JobRunner:
                 verdict = {"succeeded": "pass", "failed": "fail"}.get(action.state, "escalate")
                 return m.Gate(subject="plan", verdict=verdict, reason=f"plan {plan.name!r} {action.state}: {action.reason}".rstrip(": "), job=view.job, agent=view.agent)
             event = await self._carry_out_plan_action(action, plan, cwd)
-            for record in machine.apply(event):
-                data = {"job": view.job, **msgspec.to_builtins(record)}
-                await self._apply(lambda now, data=data, kind=record.kind: self._core.note(kind, view.agent, data, now))
-                if record.to_state in plans.STEP_TERMINAL:
-                    view.results.append(data)
+            for transition in machine.apply(event):
+                record = rec.PLAN_TRANSITIONS[transition.kind](agent=view.agent, job=view.job, **msgspec.structs.asdict(transition))
+                await self._apply(lambda now, record=record: self._core.note(record, now))
+                if transition.to_state in plans.STEP_TERMINAL:
+                    view.results.append(rec.data_of(record))
 
     async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str) -> plans.Event:
         match action:
@@ -351,7 +362,8 @@ class JobRunner:
             case plans.WaitForAgent(step=step, agent=agent, expect=expect):
                 done = trio.Event()
                 self._done_waiters.setdefault(agent, []).append(done)
-                await self._apply(lambda now: self._core.note("notice", agent, {"message": f"plan {plan.name!r} step {step!r} waits for you: {expect}; say `lockstep done` when it is"}, now))
+                notice = rec.Notice(agent=agent, message=f"plan {plan.name!r} step {step!r} waits for you: {expect}; say `lockstep done` when it is")
+                await self._apply(lambda now: self._core.note(notice, now))
                 await done.wait()
                 return plans.Event(plans.RUN_PASSED, step, f"{agent} passed its done gate")
         raise PeerError("internal", f"unknown plan action {action!r}")

@@ -30,9 +30,9 @@ from typing import Any, Iterator
 
 import msgspec
 
+from ledger import records as rec
+from ledger.records import Record
 from protocol.paths import Pattern, PatternIndex
-
-from .effects import Record
 
 ALIVE, STALE, GONE = "alive", "stale", "gone"
 
@@ -234,8 +234,8 @@ class Registry:
                 reg.agents[a.name] = agent
         for c in snap.claims:
             reg.apply(
-                Record(kind="claim.granted", agent=c.agent, session=c.session, token=c.token,
-                       data={"patterns": [c.pattern], "access": c.access, "ttl": c.ttl}),
+                rec.ClaimGranted(agent=c.agent, session=c.session, token=c.token,
+                                 patterns=[c.pattern], access=c.access, ttl=c.ttl),
                 now,
             )
         for h in snap.holds:
@@ -246,64 +246,88 @@ class Registry:
     # ------------------------------------------------------------------ the one mutator
 
     def apply(self, record: Record, now: float) -> None:
-        handler = _APPLY.get(record.kind)
-        if handler is not None:
-            handler(self, record, now)
-        if record.token is not None and record.kind == "claim.granted":
-            self.next_token = max(self.next_token, record.token + 1)
+        """Apply one ledger record (kinds not matched here are written for people and
+        subscribers, and change nothing).  Ordered by how often each kind comes."""
+        match record:
+            case rec.IntentDecided():
+                self._intent_decided(record)
+            case rec.ClaimGranted():
+                self._granted(record, now)
+                self.next_token = max(self.next_token, record.token + 1)
+            case rec.ClaimReleased() | rec.ClaimExpired():
+                self._released(record, now)
+            case rec.AgentJoined():
+                self._joined(record, now)
+            case rec.AgentStale():
+                self._ended(record, STALE)
+            case rec.AgentLeft():
+                self._ended(record, GONE)
+            case rec.AgentWatched():
+                self._watched(record)
+            case rec.AgentForgotten():
+                self._forgotten(record)
+            case rec.TokensReserved():
+                self.reserved_until = max(self.reserved_until, record.upto)
+            case rec.JobStarted():
+                self._job_started(record)
+            case rec.VerifyFinished():
+                self._verify_finished(record)
+            case rec.TurnStarted():
+                self.failing_rounds.pop(record.agent, None)
+            case rec.AgentBlocked():
+                self.blocked[record.agent] = record.reason
+            case rec.CoordinatorPaused():
+                self._paused(record, now)
+            case rec.CoordinatorStarted():
+                self._started(record)
 
     # ------------------------------------------------------------------ handlers
 
-    def _started(self, record: Record, now: float) -> None:
-        self.epoch = record.data["epoch"]
+    def _started(self, record: rec.CoordinatorStarted) -> None:
+        self.epoch = record.epoch
         self.session_counter = 0
         self.job_counter = 0
         self.verify_marks.clear()  # runs cut short by a restart never finish
         self.next_token = max(self.next_token, self.reserved_until + 1)
 
-    def _reserved(self, record: Record, now: float) -> None:
-        self.reserved_until = max(self.reserved_until, record.data["upto"])
-
-    def _joined(self, record: Record, now: float) -> None:
-        data = record.data
+    def _joined(self, record: rec.AgentJoined, now: float) -> None:
         agent = Agent(
             name=record.agent,
             session=record.session,
-            kind=data.get("kind", "session"),
-            worktree=data.get("worktree", ""),
-            host=data.get("host", ""),
-            pid=data.get("pid"),
-            pid_started=data.get("pid_started"),
-            ttl=data.get("ttl"),
+            kind=record.kind,
+            worktree=record.worktree,
+            host=record.host,
+            pid=record.pid,
+            pid_started=record.pid_started,
+            ttl=record.ttl,
             joined=now,
             last_seen=now,
         )
         self.agents[agent.name] = agent
         self.sessions[agent.session] = agent
 
-    def _watched(self, record: Record, now: float) -> None:
+    def _watched(self, record: rec.AgentWatched) -> None:
         agent = self.sessions.get(record.session)
         if agent is not None:
-            agent.pid = record.data["pid"]
-            agent.pid_started = record.data.get("pid_started")
+            agent.pid = record.pid
+            agent.pid_started = record.pid_started
             agent.ttl = None  # a watched pid, not a TTL, bounds this session now
 
-    def _ended(self, record: Record, now: float) -> None:
+    def _ended(self, record: rec.AgentStale | rec.AgentLeft, state: str) -> None:
         agent = self.sessions.get(record.session)
         if agent is not None and agent.live:
-            agent.state = STALE if record.kind == "agent.stale" else GONE
-            agent.reason = record.data.get("reason", "")
+            agent.state = state
+            agent.reason = record.reason
 
-    def _forgotten(self, record: Record, now: float) -> None:
-        for session in record.data["sessions"]:
+    def _forgotten(self, record: rec.AgentForgotten) -> None:
+        for session in record.sessions:
             agent = self.sessions.pop(session, None)
             if agent is not None and self.agents.get(agent.name) is agent:
                 del self.agents[agent.name]
 
-    def _granted(self, record: Record, now: float) -> None:
-        data = record.data
-        ttl = data.get("ttl")
-        for text in data["patterns"]:
+    def _granted(self, record: rec.ClaimGranted, now: float) -> None:
+        ttl = record.ttl
+        for text in record.patterns:
             pattern = Pattern.parse(text)
             old = self.entry_named(record.agent, pattern.text)
             if old is not None:
@@ -313,7 +337,7 @@ class Registry:
                 agent=record.agent,
                 session=record.session,
                 token=record.token,
-                access=data.get("access", "exclusive"),
+                access=record.access,
                 since=now,
                 expires_at=None if ttl is None else now + ttl,
             )
@@ -324,9 +348,9 @@ class Registry:
             if entry.access == "exclusive":
                 self.exclusive_count[record.agent] += 1
 
-    def _released(self, record: Record, now: float) -> None:
-        hold_for = record.data.get("hold_for", 0.0)
-        for text in record.data["patterns"]:
+    def _released(self, record: rec.ClaimReleased | rec.ClaimExpired, now: float) -> None:
+        hold_for = record.hold_for
+        for text in record.patterns:
             entry = self.entry_named(record.agent, text)
             if entry is not None and entry.token == record.token:
                 self._remove_entry(entry)
@@ -346,42 +370,33 @@ class Registry:
             if self.exclusive_count[entry.agent] <= 0:
                 del self.exclusive_count[entry.agent]
 
-    def _job_started(self, record: Record, now: float) -> None:
+    def _job_started(self, record: rec.JobStarted) -> None:
         self.job_counter += 1
-        if record.data.get("kind") == "verify" and record.agent is not None:
+        if record.kind == "verify" and record.agent is not None:
             self.clock += 1
-            self.verify_marks[record.data["job"]] = (record.agent, self.clock)
+            self.verify_marks[record.job] = (record.agent, self.clock)
 
-    def _verify_finished(self, record: Record, now: float) -> None:
-        started = self.verify_marks.pop(record.data["job"], None)
+    def _verify_finished(self, record: rec.VerifyFinished) -> None:
+        started = self.verify_marks.pop(record.job, None)
         if started is None:
             return
         agent, mark = started
-        passed = record.data["passed"]
-        self.last_verify[agent] = VerifyOutcome(record.data["job"], mark, passed, list(record.data.get("failed", [])))
+        passed = record.passed
+        self.last_verify[agent] = VerifyOutcome(record.job, mark, passed, list(record.failed))
         if passed:
             self.failing_rounds.pop(agent, None)
             self.blocked.pop(agent, None)
         else:
             self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
 
-    def _intent_decided(self, record: Record, now: float) -> None:
-        if record.data.get("verdict") in ("allow", "warn"):
+    def _intent_decided(self, record: rec.IntentDecided) -> None:
+        if record.verdict in ("allow", "warn"):
             self.clock += 1
             self.last_write[record.agent] = self.clock
 
-    def _new_turn(self, record: Record, now: float) -> None:
-        self.failing_rounds.pop(record.agent, None)
-
-    def _blocked(self, record: Record, now: float) -> None:
-        if record.kind == "agent.blocked":
-            self.blocked[record.agent] = record.data.get("reason", "blocked by a rule")
-        else:
-            self.blocked.pop(record.agent, None)
-
-    def _paused(self, record: Record, now: float) -> None:
+    def _paused(self, record: rec.CoordinatorPaused, now: float) -> None:
         """The coordinator's loop stood still: nobody's lease ran while it did."""
-        gap = record.data["gap"]
+        gap = record.gap
         for agent in self.agents.values():
             if agent.live:
                 agent.last_seen = max(agent.last_seen, now)
@@ -411,26 +426,15 @@ class Registry:
         }
 
 
-_APPLY = {
-    "coordinator.started": Registry._started,
-    "tokens.reserved": Registry._reserved,
-    "agent.joined": Registry._joined,
-    "agent.watched": Registry._watched,
-    "agent.stale": Registry._ended,
-    "agent.left": Registry._ended,
-    "agent.forgotten": Registry._forgotten,
-    "claim.granted": Registry._granted,
-    "claim.released": Registry._released,
-    "claim.expired": Registry._released,
-    "coordinator.paused": Registry._paused,
-    "job.started": Registry._job_started,
-    "verify.finished": Registry._verify_finished,
-    "intent.decided": Registry._intent_decided,
-    "turn.started": Registry._new_turn,
-    "agent.blocked": Registry._blocked,
-    "agent.unblocked": Registry._blocked,
-}
-# The kinds that change state: replay reads only these.  Others (claim.refused,
-# probe results, rule responses, coordinator.stopped) are written for people and
-# subscribers.
-STATE_KINDS = frozenset(_APPLY)
+# The kinds that change state (those ``apply`` matches): replay reads only these.
+# Others (claim.refused, probe results, rule responses, coordinator.stopped...) are
+# written for people and subscribers.
+STATE_KINDS = frozenset(
+    cls.KIND
+    for cls in (
+        rec.CoordinatorStarted, rec.TokensReserved, rec.AgentJoined, rec.AgentWatched,
+        rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
+        rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
+        rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
+    )
+)  # fmt: skip

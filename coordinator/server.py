@@ -32,7 +32,6 @@ import trio
 import zmq
 
 from ledger import Ledger
-from ledger import Record as LedgerRecord
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
@@ -194,10 +193,7 @@ class Server:
                 log.warning("ignoring an unreadable snapshot at event %d; replaying the whole ledger", saved[0])
             if snapshot is not None and snapshot.format != SNAPSHOT_FORMAT:
                 snapshot, after = None, 0
-        history = [
-            Record(kind=e.kind, agent=e.agent, session=e.session, token=e.token, data=e.data)
-            for e in self.ledger.events(after=after, kinds=STATE_KINDS)
-        ]
+        history = [record for _, record in self.ledger.records(after=after, kinds=STATE_KINDS)]
         return snapshot, history
 
     async def _save_snapshot(self) -> None:
@@ -314,14 +310,13 @@ class Server:
         """Commit the records, then (only then) let the world see the rest."""
         records = [e for e in effects if isinstance(e, Record)]
         if records:
-            rows = [LedgerRecord(kind=r.kind, agent=r.agent, session=r.session, token=r.token, data=r.data) for r in records]
-            durable = any(r.durable for r in records)
-            await trio.to_thread.run_sync(lambda: self.ledger.append(rows, epoch=self.core.registry.epoch, durable=durable))
+            durable = any(r.DURABLE for r in records)
+            await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=self.core.registry.epoch, durable=durable))
             if self.ledger.last_id() - self._snapshot_at >= SNAPSHOT_EVERY:
                 await self._save_snapshot()
             for r in records:
-                if r.kind in _LOGGED_KINDS:
-                    log.info("%s %s %s", r.kind, r.agent or "", r.data.get("reason") or r.data.get("patterns") or "")
+                if r.KIND in _LOGGED_KINDS:
+                    log.info("%s %s %s", r.KIND, r.agent or "", getattr(r, "reason", None) or getattr(r, "patterns", None) or "")
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked

@@ -1,5 +1,8 @@
 """The ledger: Lockstep's durable, append-only event log (one SQLite file).
 
+What can be appended is the catalogue of typed records in ``ledger.records``: one
+frozen Struct per kind (``ledger.records.ClaimGranted`` is ``claim.granted``).
+
 Every state change of the coordinator is appended here *before* it takes effect
 outside; on restart the registry is rebuilt from the newest snapshot plus the
 events after it.  Rules:
@@ -13,8 +16,8 @@ events after it.  Rules:
 Typical use::
 
     led = Ledger.open(".git/lockstep/ledger.db")
-    ids = led.append([Record("claim.granted", agent="a1", token=7,
-                             data={"path": "src/x.py"})], epoch=3)
+    ids = led.append([ClaimGranted(agent="a1", session="1.1", token=7,
+                                   patterns=["src/x.py"])], epoch=3)
     ...
     await trio.to_thread.run_sync(led.checkpoint)   # periodically, any thread
 
@@ -50,11 +53,13 @@ from ._store import (
     Ledger,
     LedgerReader,
     LedgerStatistics,
-    Record,
     open_readonly,
 )
+from .records import BY_KIND, CATALOGUE, Record
 
 __all__ = [
+    "BY_KIND",
+    "CATALOGUE",
     "KEEP_SNAPSHOTS",
     "SCHEMA_VERSION",
     "Checkpoint",

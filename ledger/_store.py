@@ -10,6 +10,8 @@ transaction:
   ids are never reused and ``max(id)`` only grows.  The writer hands out ids from
   its cached last id; a second writer on the same file is detected (primary-key
   conflict, the batch rolls back, ``LedgerError``) rather than interleaved.
+* What is appended are the typed records of ``ledger.records`` (one Struct per kind);
+  ``records()`` reads them back typed, ``events()`` as plain rows.
 * Commits run with ``synchronous=NORMAL`` (survives a killed process, may lose
   the last commits on power loss); ``durable=True`` switches that one commit to
   ``synchronous=FULL`` and back.
@@ -46,6 +48,7 @@ from ._errors import (
     LedgerVersionError,
 )
 from ._schema import SCHEMA_VERSION, check_version, migrate, user_version
+from .records import Record, decode, encode_data
 
 __all__ = [
     "Checkpoint",
@@ -54,7 +57,6 @@ __all__ = [
     "Ledger",
     "LedgerReader",
     "LedgerStatistics",
-    "Record",
     "open_readonly",
 ]
 
@@ -69,16 +71,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _COLUMNS = "id, ts, epoch, kind, agent, session, token, data"
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM events"
-
-
-class Record(msgspec.Struct, frozen=True):
-    """What the caller appends; the ledger adds ``id``, ``ts`` and ``epoch``."""
-
-    kind: str
-    agent: str | None = None
-    session: str | None = None
-    token: int | None = None
-    data: dict = msgspec.field(default_factory=dict)
 
 
 class Event(msgspec.Struct, frozen=True):
@@ -125,26 +117,26 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.
 
 
 def _encode_batch(records: Sequence[Record], epoch: int) -> list[tuple]:
-    """Validate and encode every record before any I/O: a bad record fails the batch."""
+    """Validate and encode every record before any I/O: a bad record fails the batch.
+
+    Struct construction does not check types, so the columns are checked here."""
     if type(epoch) is not int or epoch < 0:
         raise InvalidRecord(f"epoch must be a non-negative int, not {epoch!r}")
     rows = []
     for i, r in enumerate(records):
         if not isinstance(r, Record):
             raise InvalidRecord(f"records[{i}] is a {type(r).__name__}, not a Record")
-        kind, agent, session, token, data = r.kind, r.agent, r.session, r.token, r.data
+        kind, agent, session, token = r.KIND, r.agent, r.session, r.token
         if type(kind) is not str or not kind:
-            raise InvalidRecord(f"records[{i}].kind must be a non-empty str, not {kind!r}")
+            raise InvalidRecord(f"records[{i}] ({type(r).__name__}) has no kind (an empty KIND)")
         if agent is not None and type(agent) is not str:
             raise InvalidRecord(f"records[{i}].agent must be str or None, not {agent!r}")
         if session is not None and type(session) is not str:
             raise InvalidRecord(f"records[{i}].session must be str or None, not {session!r}")
         if token is not None and (type(token) is not int or not _INT64_MIN <= token <= _INT64_MAX):
             raise InvalidRecord(f"records[{i}].token must be a 64-bit int or None, not {token!r}")
-        if not isinstance(data, dict):
-            raise InvalidRecord(f"records[{i}].data must be a dict, not {type(data).__name__}")
         try:
-            text = _encode_json(data).decode()
+            text = encode_data(r).decode()
         except _ENCODE_ERRORS as e:
             raise InvalidRecord(f"records[{i}] ({kind}): data is not JSON-encodable: {e}") from e
         rows.append((epoch, kind, agent, session, token, text))
@@ -260,6 +252,18 @@ class LedgerReader:
         if query is None:
             return iter(())
         return self._stream(*query)
+
+    def records(self, after: int = 0, *, kinds: Iterable[str]) -> Iterator[tuple[int, Record]]:
+        """``(id, record)`` of the events of ``kinds`` (catalogue kinds) after ``after``,
+        decoded into their typed records (ledger/records.py); like ``events()``
+        otherwise.  A row that does not fit its kind raises ``LedgerError``."""
+        for event in self.events(after, kinds=kinds):
+            try:
+                yield event.id, decode(event.kind, event.agent, event.session, event.token, event.data)
+            except KeyError:
+                raise LedgerError(f"ledger {self._path}: event {event.id} has kind {event.kind!r}, which this Lockstep does not know") from None
+            except msgspec.ValidationError as e:
+                raise LedgerError(f"ledger {self._path}: event {event.id} ({event.kind}) cannot be read: {e}") from e
 
     def _stream(self, sql: str, params: list) -> Iterator[Event]:
         conn = _connect_readonly(self._path)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from coordinator.core import Core
-from coordinator.effects import Publish, Record, Send
+from coordinator.effects import Publish, Send
 from coordinator.settings import Settings
+from ledger.records import Record
 from protocol import messages as m
 
 HOST = "testhost"
@@ -78,7 +79,7 @@ class Driver:
         return self.send(m.Status())
 
     def kinds(self) -> list[str]:
-        return [r.kind for r in self.records]
+        return [r.KIND for r in self.records]
 
     def restart(self, at: float, **settings) -> "Driver":
         """A new core rebuilt from this one's records, as after a crash."""

@@ -128,21 +128,21 @@ def test_tokens_strictly_increase_and_survive_restart_above_the_reservation():
     assert later > max(tokens)
     # every restart opens a new epoch, recorded durably
     assert d2.core.registry.epoch == d.core.registry.epoch + 1
-    started = [r for r in d2.records if r.kind == "coordinator.started"]
-    assert started[-1].durable and started[-1].data["epoch"] == d2.core.registry.epoch
+    started = [r for r in d2.records if r.KIND == "coordinator.started"]
+    assert started[-1].DURABLE and started[-1].epoch == d2.core.registry.epoch
 
 
 def test_token_reservation_is_durable_and_restart_issues_above_it():
     d = Driver()
     a = d.hello("alice")
     d.claim(a, "x.py")
-    reservation = next(r for r in d.records if r.kind == "tokens.reserved")
-    assert reservation.durable
+    reservation = next(r for r in d.records if r.KIND == "tokens.reserved")
+    assert reservation.DURABLE
     # Simulate losing every non-durable record (power loss): tokens must still go up.
-    durable_only = [r for r in d.records if r.durable]
+    durable_only = [r for r in d.records if r.DURABLE]
     d2 = Driver(history=durable_only, now=50.0)
     a2 = d2.hello("alice")
-    assert d2.claim(a2, "y.py").token > reservation.data["upto"]
+    assert d2.claim(a2, "y.py").token > reservation.upto
 
 
 def test_silent_agent_goes_stale_and_its_paths_are_held_for_the_lock_delay():
@@ -156,8 +156,8 @@ def test_silent_agent_goes_stale_and_its_paths_are_held_for_the_lock_delay():
     d.tick(3.5)  # alice silent for 3.5s > 3s
     states = {ag.name: ag.state for ag in d.status().agents}
     assert states == {"alice": "stale", "bob": "alive"}
-    expired = [r for r in d.records if r.kind == "claim.expired"]
-    assert expired and "no heartbeat" in expired[0].data["reason"]
+    expired = [r for r in d.records if r.KIND == "claim.expired"]
+    assert expired and "no heartbeat" in expired[0].reason
     refused = d.claim(b, "src/x.py")
     assert isinstance(refused, m.Refused)
     assert refused.conflicts[0].holder == "alice" and 0 < refused.conflicts[0].retry_after <= 10.0
@@ -253,8 +253,8 @@ def test_force_release_frees_a_live_holder_and_notifies_it():
     assert isinstance(released, m.Released) and released.holders == ["alice"]
     notice = [p for p in d.publications if p.kind == "notice"]
     assert notice and notice[0].agent == "alice" and "stuck" in notice[0].data["message"]
-    record = [r for r in d.records if r.kind == "claim.released"][-1]
-    assert record.data["forced"] and "stuck" in record.data["reason"]
+    record = [r for r in d.records if r.KIND == "claim.released"][-1]
+    assert record.forced and "stuck" in record.reason
 
 
 def test_force_release_needs_a_reason():

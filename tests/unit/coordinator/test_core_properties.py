@@ -58,8 +58,8 @@ class CoreMachine(RuleBasedStateMachine):
 
     def _collect_ended(self) -> None:
         for record in self.d.records[self.seen_records :]:
-            if record.kind in ("claim.released", "claim.expired"):
-                for pattern in record.data["patterns"]:
+            if record.KIND in ("claim.released", "claim.expired"):
+                for pattern in record.patterns:
                     self.ended.add((record.agent, record.token, pattern))
         self.seen_records = len(self.d.records)
 

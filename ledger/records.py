@@ -1,0 +1,447 @@
+"""The catalogue of ledger records: every kind the coordinator writes, one Struct each.
+
+Theory
+------
+A row of ``events`` is ``(id, ts, epoch, kind, agent, session, token, data)``.  The
+ledger adds ``id``, ``ts`` and ``epoch``; a record is the rest.  Each kind is one
+frozen Struct below: its class variable ``KIND`` is the ``kind`` column (the tag of
+this union), the header fields ``agent``, ``session`` and ``token`` are the columns
+of the same names, and every other field is a key of the ``data`` JSON object.
+
+Rules:
+
+1. This module is the only list of kinds.  ``BY_KIND`` maps each kind to its Struct;
+   the README and ``docs/ledger.md`` list exactly these (a test checks it).
+2. The layout of a kind never changes incompatibly: kinds and data keys are never
+   renamed, a new key gets a default, so every ledger ever written still reads.
+   Users query the table with ``sqlite3``; the catalogue types what is there.
+3. A key that only some records of a kind carry (``notice`` of ``agent.joined``,
+   ``forced`` of ``claim.released``...) defaults to ``UNSET`` and is left out of
+   ``data`` when unset, exactly as it was before there were types.
+4. ``kind`` is a class variable, not msgspec's ``tag_field``: the data of several kinds
+   has its own ``kind`` key (a job's kind, a probe's kind), which a tag would shadow.
+5. A kind whose data repeats a column (``intent.decided`` repeats ``token``,
+   ``rule.response`` repeats ``agent``) names it in ``ALSO_IN_DATA``.
+6. Concrete kinds never subclass each other (``match`` on a class must not catch
+   another kind); kinds that share fields share a private base.
+7. ``DURABLE`` kinds are committed with a full fsync (the token reservation, a new
+   epoch).
+
+Encoding is one dict built from the Struct's fields and one ``msgspec.json`` encode:
+about as cheap as the dicts the producers used to build by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from protocol.messages import Conflict, ProbeRequest, StaleBase
+
+HEADER = ("agent", "session", "token")
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """A ledger record: what the coordinator appends.  The registry changes only by
+    applying these (coordinator/registry.py)."""
+
+    KIND: ClassVar[str] = ""
+    DURABLE: ClassVar[bool] = False
+    ALSO_IN_DATA: ClassVar[tuple[str, ...]] = ()
+
+    agent: str | None = None
+    session: str | None = None
+    token: int | None = None
+
+
+# ---------------------------------------------------------------- the coordinator
+
+
+class CoordinatorStarted(Record, frozen=True, kw_only=True):
+    """A new epoch began: the registry was rebuilt from the ledger."""
+
+    KIND: ClassVar[str] = "coordinator.started"
+    DURABLE: ClassVar[bool] = True
+
+    epoch: int
+    mode: str = ""
+    pid: int = 0
+    endpoints: list[str] = []
+    live_agents: int = 0
+    claims: int = 0
+
+
+class CoordinatorStopped(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "coordinator.stopped"
+
+    reason: str = ""
+
+
+class CoordinatorPaused(Record, frozen=True, kw_only=True):
+    """The event loop stood still for ``gap`` seconds: every lease is extended by it."""
+
+    KIND: ClassVar[str] = "coordinator.paused"
+
+    gap: float
+
+
+class TokensReserved(Record, frozen=True, kw_only=True):
+    """Tokens up to ``upto`` may be handed out; a restart issues above it."""
+
+    KIND: ClassVar[str] = "tokens.reserved"
+    DURABLE: ClassVar[bool] = True
+
+    upto: int
+
+
+# ---------------------------------------------------------------- agents
+
+
+class AgentJoined(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "agent.joined"
+
+    kind: str = "session"  # "session" | "run" | "oneshot"
+    worktree: str = ""
+    host: str = ""
+    pid: int | None = None
+    pid_started: float | None = None
+    ttl: float | None = None
+    notice: str | UnsetType = UNSET  # why a resumed session got a new one
+
+
+class AgentWatched(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "agent.watched"
+
+    pid: int
+    pid_started: float | None = None
+
+
+class _SessionEnded(Record, frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class AgentStale(_SessionEnded, frozen=True, kw_only=True):
+    """Silence or a TTL ended the session; the holder may still run (its paths are held)."""
+
+    KIND: ClassVar[str] = "agent.stale"
+
+
+class AgentLeft(_SessionEnded, frozen=True, kw_only=True):
+    """The agent said bye or its process exited: its paths are free at once."""
+
+    KIND: ClassVar[str] = "agent.left"
+
+
+class AgentForgotten(Record, frozen=True, kw_only=True):
+    """Ended sessions dropped from the registry (``max_dead_agents``)."""
+
+    KIND: ClassVar[str] = "agent.forgotten"
+
+    sessions: list[str]
+
+
+class AgentBlocked(Record, frozen=True, kw_only=True):
+    """A rule blocked the agent until its next passing verify run."""
+
+    KIND: ClassVar[str] = "agent.blocked"
+
+    reason: str = "blocked by a rule"
+
+
+# ---------------------------------------------------------------- claims and intents
+
+
+class ClaimGranted(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "claim.granted"
+
+    patterns: list[str]
+    access: str = "exclusive"  # "exclusive" | "shared"
+    ttl: float | None = None
+    auto: bool = False  # claimed by an allowed write intent
+
+
+class ClaimRefused(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "claim.refused"
+
+    patterns: list[str]
+    reason: str
+    conflicts: list[Conflict] = []
+    stale: list[StaleBase] | UnsetType = UNSET  # refused for a stale base (fresh_base)
+
+
+class _Release(Record, frozen=True, kw_only=True):
+    patterns: list[str]
+    reason: str = ""
+    hold_for: float = 0.0  # seconds nobody else may have the paths (lock delay)
+
+
+class ClaimReleased(_Release, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "claim.released"
+
+    forced: bool | UnsetType = UNSET  # an operator's forced release
+    by: str | UnsetType = UNSET
+
+
+class ClaimExpired(_Release, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "claim.expired"
+
+
+class IntentDecided(Record, frozen=True, kw_only=True):
+    """The gate decision on a write intent (``token``: the grant it writes under)."""
+
+    KIND: ClassVar[str] = "intent.decided"
+    ALSO_IN_DATA: ClassVar[tuple[str, ...]] = ("token",)
+
+    verdict: str  # "allow" | "warn" | "block"
+    reason: str
+    paths: list[str] = []
+    holders: list[str] = []
+    conflicts: list[Conflict] = []
+    stale: list[StaleBase] = []  # paths the integration branch changed since the agent's base
+
+
+# ---------------------------------------------------------------- jobs, verify, done
+
+
+class JobStarted(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "job.started"
+
+    job: str
+    kind: str  # "check" | "verify" | "plan"
+    probe: ProbeRequest | UnsetType = UNSET  # a check's probe
+    source: str | UnsetType = UNSET  # a plan's file
+    cwd: str = ""
+    plan: str | UnsetType = UNSET  # a plan's text
+
+
+class _Result(Record, frozen=True, kw_only=True):
+    """One probe's result within a job (the fields of ``probes.model.ProbeResult``)."""
+
+    job: str
+    name: str
+    kind: str
+    target: str
+    verdict: str
+    exit_code: int | None = None
+    duration: float = 0.0
+    finding: str | None = None
+    reason: str = ""
+    output: str = ""
+    details: dict[str, Any] = {}
+
+
+class ProbeResult(_Result, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "probe.result"
+
+
+class VerifyResult(_Result, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "verify.result"
+
+
+class _JobEnd(Record, frozen=True, kw_only=True):
+    job: str
+    kind: str
+    verdict: str
+    reason: str = ""
+    responses: list[dict[str, Any]] = []
+
+
+class JobFinished(_JobEnd, frozen=True, kw_only=True):
+    """A check or plan job ended with its gate."""
+
+    KIND: ClassVar[str] = "job.finished"
+
+
+class VerifyFinished(_JobEnd, frozen=True, kw_only=True):
+    """A verify run ended; the done gate and the repair-loop bound read this one."""
+
+    KIND: ClassVar[str] = "verify.finished"
+
+    passed: bool = False
+    failed: list[str] = []  # names of the failing checks
+
+
+class VerifyRefused(Record, frozen=True, kw_only=True):
+    """The repair-loop bound was reached: the verify run was not started."""
+
+    KIND: ClassVar[str] = "verify.refused"
+
+    reason: str
+
+
+class TurnStarted(Record, frozen=True, kw_only=True):
+    """The agent starts a new turn: its repair-loop count starts again."""
+
+    KIND: ClassVar[str] = "turn.started"
+
+
+class DoneDecided(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "done.decided"
+
+    verdict: str  # "pass" | "block"
+    reason: str
+
+
+# ---------------------------------------------------------------- rules
+
+
+class RuleResponse(Record, frozen=True, kw_only=True):
+    """What a rule decided about findings, and what carrying it out did."""
+
+    KIND: ClassVar[str] = "rule.response"
+    ALSO_IN_DATA: ClassVar[tuple[str, ...]] = ("agent",)
+
+    job: str
+    action: str
+    params: dict[str, Any] = {}
+    reason: str = ""
+    finding: str = ""
+    probes: list[str] = []
+    outcome: str = ""
+
+
+class Notice(Record, frozen=True, kw_only=True):
+    """A message to the agent named (or to the operator)."""
+
+    KIND: ClassVar[str] = "notice"
+
+    message: str
+    operator: bool | UnsetType = UNSET
+
+
+class TaskQueued(Record, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "task.queued"
+
+    task: str | None = None
+    because: str = ""
+
+
+# ---------------------------------------------------------------- plans (probes/plan.py)
+
+
+class _PlanTransition(Record, frozen=True, kw_only=True):
+    """One transition of a plan (the fields of ``probes.plan.TransitionRecord``)."""
+
+    job: str
+    kind: str  # the same as KIND: it was always part of the data
+    plan: str
+    step: str
+    event: str
+    from_state: str
+    to_state: str
+    attempt: int
+    detail: str = ""
+    rollback_of: str | None = None
+
+
+class PlanStepStarted(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.started"
+
+
+class PlanStepRunning(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.running"
+
+
+class PlanStepRetry(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.retry"
+
+
+class PlanStepRan(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.ran"
+
+
+class PlanStepRollingBack(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.rolling_back"
+
+
+class PlanStepPassed(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.passed"
+
+
+class PlanStepSkipped(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.skipped"
+
+
+class PlanStepRolledBack(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.rolled_back"
+
+
+class PlanStepEscalated(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.step.escalated"
+
+
+class PlanFinished(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.finished"
+
+
+class PlanFailed(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.failed"
+
+
+class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
+    KIND: ClassVar[str] = "plan.escalated"
+
+
+CATALOGUE: tuple[type[Record], ...] = (
+    CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, TokensReserved,
+    AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
+    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, IntentDecided,
+    JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
+    TurnStarted, DoneDecided,
+    RuleResponse, Notice, TaskQueued,
+    PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
+    PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,
+    PlanFinished, PlanFailed, PlanEscalated,
+)  # fmt: skip
+BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in CATALOGUE}
+PLAN_TRANSITIONS: dict[str, type[Record]] = {
+    cls.KIND: cls for cls in CATALOGUE if issubclass(cls, _PlanTransition)
+}
+
+# ---------------------------------------------------------------- encoding
+
+_encode_json = msgspec.json.Encoder().encode
+
+
+class _Layout(msgspec.Struct, frozen=True):
+    names: tuple[str, ...]  # the data keys, in field order
+    optional: bool  # some key may be UNSET (left out)
+
+
+_LAYOUTS: dict[type, _Layout] = {}
+
+
+def _layout(cls: type[Record]) -> _Layout:
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        names = tuple(f for f in cls.__struct_fields__ if f not in HEADER) + cls.ALSO_IN_DATA
+        optional = any(
+            isinstance(f.default, UnsetType) for f in msgspec.structs.fields(cls) if f.name in names
+        )
+        layout = _LAYOUTS[cls] = _Layout(names, optional)
+    return layout
+
+
+def data_of(record: Record) -> dict[str, Any]:
+    """The ``data`` object of ``record`` (UNSET keys left out), as Python values."""
+    layout = _layout(type(record))
+    if layout.optional:
+        return {n: v for n in layout.names if (v := getattr(record, n)) is not UNSET}
+    return {n: getattr(record, n) for n in layout.names}
+
+
+def encode_data(record: Record) -> bytes:
+    """The ``data`` column of ``record``: compact JSON."""
+    return _encode_json(data_of(record))
+
+
+def decode(
+    kind: str, agent: str | None, session: str | None, token: int | None, data: dict[str, Any]
+) -> Record:
+    """The typed record of one row.  Raises ``KeyError`` for a kind not in the catalogue
+    and ``msgspec.ValidationError`` for data that does not fit its kind.  Keys the
+    catalogue does not know are ignored (forward compatible)."""
+    cls = BY_KIND[kind]
+    return msgspec.convert({**data, "agent": agent, "session": session, "token": token}, cls)
