@@ -29,7 +29,7 @@ def test_stale_base_blocks_with_the_commit_and_a_fix():
     assert "git merge main" in decision.reason
     assert decision.stale == [m.StaleBase(path="src/x.py", commit=NEW, author="w1", subject="tune x", branch="main")]
     assert not d.core.registry.claims  # nothing was claimed
-    assert d.records[-1].kind == "intent.decided" and d.records[-1].data["stale"][0]["commit"] == NEW
+    assert d.records[-1].KIND == "intent.decided" and d.records[-1].stale[0].commit == NEW
 
 
 def test_fresh_head_and_untouched_paths_are_allowed():
