@@ -116,16 +116,18 @@ def test_where_names_the_state_dir_ledger_and_endpoints_from_a_linked_worktree(r
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_report_renders_in_headless_chromium(repo, tmp_path):
-    from ledger import Ledger, Record
+    from ledger import Ledger
+    from ledger import records as rec
+    from protocol.messages import Conflict
 
     repo.state_dir.mkdir(mode=0o700)
     with Ledger.open(repo.state_dir / "ledger.db") as led:
-        led.append([Record("coordinator.started", data={"epoch": 1, "mode": "parallel-strict"})], epoch=1)
-        led.append([Record("claim.granted", agent="alice", token=1, data={"patterns": ["src/a.py"], "access": "exclusive"})], epoch=1)
-        conflict = {"holder": "alice", "pattern": "src/a.py", "access": "exclusive", "token": 1}
-        led.append([Record("claim.refused", agent="bob", data={"patterns": ["src/a.py"], "reason": "held", "conflicts": [conflict]})], epoch=1)
-        led.append([Record("agent.stale", agent="carol", data={"reason": "no heartbeat for 9.0s"})], epoch=1)
-        led.append([Record("claim.released", agent="alice", token=1, data={"patterns": ["src/a.py"], "reason": "done"})], epoch=1)
+        led.append([rec.CoordinatorStarted(epoch=1, mode="parallel-strict")], epoch=1)
+        led.append([rec.ClaimGranted(agent="alice", token=1, patterns=["src/a.py"], access="exclusive")], epoch=1)
+        conflict = Conflict(holder="alice", pattern="src/a.py", access="exclusive", token=1)
+        led.append([rec.ClaimRefused(agent="bob", patterns=["src/a.py"], reason="held", conflicts=[conflict])], epoch=1)
+        led.append([rec.AgentStale(agent="carol", reason="no heartbeat for 9.0s")], epoch=1)
+        led.append([rec.ClaimReleased(agent="alice", token=1, patterns=["src/a.py"], reason="done")], epoch=1)
     page = tmp_path / "report.html"
     assert cli("report", "--html", str(page), cwd=repo.root).rc == 0
     profile = tmp_path / "chromium-profile"
