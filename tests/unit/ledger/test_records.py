@@ -175,3 +175,10 @@ def test_a_ledger_written_before_the_catalogue_replays(tmp_path):
     assert [(h.pattern.text, h.former) for h in reg.all_holds()] == [("docs/*.md", "bob")]
     assert reg.blocked == {"alice": "write lost: retry"} and reg.failing_rounds == {"alice": 1}
     assert reg.last_write == {"alice": 1} and reg.last_verify["alice"].failed == ["tests"]
+
+
+def test_result_and_transition_records_carry_every_field_of_what_they_record():
+    from probes.model import ProbeResult as Result
+
+    assert ("job", *Result.__struct_fields__) == rec.ProbeResult.__struct_fields__[len(HEADER) :]
+    assert ("job", *plans.TransitionRecord.__struct_fields__) == rec.PlanFinished.__struct_fields__[len(HEADER) :]
