@@ -283,6 +283,9 @@ class Server:
                 await self._execute(self.core.tick(trio.current_time()))
 
     async def _checkpoint(self) -> None:
+        # On the trio thread: ``last_id()`` reads the writer's cached id without the
+        # write lock, so a commit running in a worker thread never stalls the loop here;
+        # the checkpoint itself runs in a worker thread on its own connection.
         last = self.ledger.last_id()
         while True:
             await trio.sleep(CHECKPOINT_INTERVAL)

@@ -521,8 +521,13 @@ class Ledger(LedgerReader):
             self._db["meta"].upsert({"key": key, "value": value}, pk="key")
 
     def last_id(self) -> int:
-        with self._locked():
-            return self._last_id  # exact: one writer, rows are never deleted
+        """Id of the newest event appended, 0 if there is none.  Never waits: it reads
+        the writer's cached id without the write lock, so an event loop may call it while
+        an append commits in a worker thread (the id of the last *committed* batch: the
+        cache moves only after COMMIT).  Exact: one writer, rows are never deleted."""
+        if self._closed:
+            raise LedgerClosed(f"ledger {self._path} is closed")
+        return self._last_id
 
     def checkpoint(self) -> Checkpoint:
         """Run ``PRAGMA wal_checkpoint(PASSIVE)`` on a second connection.

@@ -474,3 +474,31 @@ def test_newer_schema_is_refused(tmp_path):
         Ledger.open(path)
     with pytest.raises(LedgerVersionError, match="newer"):
         open_readonly(path)
+
+
+def test_last_id_does_not_wait_for_a_commit_in_progress(led):
+    """The coordinator's event loop asks for ``last_id()`` (checkpoints, snapshots) while
+    an append may be committing in a worker thread: it must not wait for that commit."""
+    led.append([Record("a")], epoch=1)
+    committing, release = threading.Event(), threading.Event()
+
+    def slow_commit():
+        with led._lock:  # what an append holds while it commits
+            committing.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=slow_commit)
+    thread.start()
+    try:
+        assert committing.wait(5)
+        answered = []
+        reader = threading.Thread(target=lambda: answered.append(led.last_id()))
+        reader.start()
+        reader.join(2)
+        assert answered == [1], "last_id() waited for the write lock"
+    finally:
+        release.set()
+        thread.join(5)
+    led.close()
+    with pytest.raises(LedgerClosed):
+        led.last_id()
