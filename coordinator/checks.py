@@ -3,8 +3,9 @@
 Mixed into ``Core`` (core.py), whose plumbing it uses (``_record``, ``_publish``,
 ``_reply``, ``_session``).  The probes themselves run in the shell's job runner
 (jobs.py), which reports back through ``job_result``, ``job_finished`` and ``note``, so
-every result is a ledger record before anyone hears of it.  The repair-loop count and
-the ``done`` gate live in the registry (registry.py), rebuilt from the ledger.
+every result is a ledger record before anyone hears of it.  The repair-loop count, rule
+retry counts (``rule.decided``), edit batches and the ``done`` gate live in the registry
+(registry.py), rebuilt from the ledger.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import msgspec
 
 from ledger import records as rec
 from probes.model import KINDS as PROBE_KINDS
+from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import PeerError
 
 from .effects import Effect, StartJob
 from .registry import Agent
+
+EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
 
 
 class CheckHandlers:
@@ -92,6 +96,21 @@ class CheckHandlers:
         job = self._open_job("plan", agent, msg, source=msg.source, cwd=msg.cwd, plan=msg.plan)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="plan"))
 
+    def _verify_edit_batches(self, now: float) -> None:
+        """``verify_policy = "after-each-edit-batch"``: an agent that has made no write for
+        ``EDIT_BATCH_QUIET`` seconds has ended its batch; verify it as if it had asked (so
+        the run counts for its gate).  The batch is the registry's (from the ledger's
+        intents), so a restart still verifies it."""
+        reg = self.registry
+        for name, last_write in list(reg.edit_batches.items()):
+            if now < last_write + EDIT_BATCH_QUIET:
+                continue
+            live = reg.live_agent(name)
+            if live is None:
+                del reg.edit_batches[name]  # upkeep, as for holds: nobody left to verify for
+                continue
+            self._on_verify(None, m.Verify(session=live.session, cwd=live.worktree), now)
+
     # -- what the shell's job runner reports back (each one a ledger record first)
 
     def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any], now: float) -> list[Effect]:
@@ -112,6 +131,18 @@ class CheckHandlers:
             self._record(rec.JobFinished(agent=gate.agent, **data))
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
         return self._flush()
+
+    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> tuple[list[Response], list[Effect]]:
+        """What the rule table answers to a job's findings.  Each decision is a
+        ``rule.decided`` record before it is carried out; retry bounds count those (the
+        registry's ``repair``), so a restart continues the count."""
+        self._advance(now)
+        responses, _ = rules.decide(findings, self.registry.repair, now)
+        for r in responses:
+            self._record(
+                rec.RuleDecided(agent=r.agent, job=job, action=r.action, params=r.params, reason=r.reason, finding=r.finding, probes=list(r.probes))
+            )
+        return responses, self._flush()
 
     def note(self, record: rec.Record, now: float) -> list[Effect]:
         """Record and publish something a job did (a rule's response, a plan transition)."""

@@ -171,6 +171,8 @@ class Core(CheckHandlers):
             if entry.expires_at <= now:
                 self._release([entry], rec.ClaimExpired, "claim TTL ran out", hold_for=0.0)
         reg.drop_expired_holds(now)
+        if reg.edit_batches and self.settings.verify_policy == "after-each-edit-batch":
+            self._verify_edit_batches(now)
         self._forget_old_agents()
         return self._flush()
 

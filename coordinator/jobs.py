@@ -5,13 +5,18 @@ A request returns a job id at once (the core records ``job.started`` and emits
 so that every result is a ledger record before it is published:
 
     job.started -> probe.result / verify.result (one per check, as they finish)
-                -> rule.response (what the rule table decided about findings)
+                -> rule.decided (the core's decision about findings, before it is
+                   carried out) -> rule.response (what carrying it out did)
                 -> job.finished / verify.finished (with the gate); a plan also
                    writes its transitions (plan.step.*, plan.finished ...)
 
 Findings never get judgement, only rules (probes/rules.py): retry (ask the agent to
 try again, bounded), roll back or restart (a configured command), touch a file, notify
 the operator, block the agent, queue a task for an agent.
+
+The runner only carries out effects: what to decide (the rules, their retry counts),
+when an edit batch is over and what the gates say are the core's, in the registry and
+the ledger, so a restart continues where it stood.
 
 Plans are driven by the pure ``probes.plan.PlanMachine``; each of its transition
 records goes to the ledger, and a plan cut short by a restart resumes from them.
@@ -37,7 +42,7 @@ from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
 from probes.model import ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool
-from probes.rules import Finding, RepairState, Response, RuleTable
+from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
@@ -50,7 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("lockstep")
 
 KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
-EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
 Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
 
 
@@ -85,10 +89,8 @@ class JobRunner:
         self._repo_root = repo_root
         self._state_dir = state_dir  # where each check's whole output is kept (None: nowhere)
         self._jobs: OrderedDict[str, JobView] = OrderedDict()
-        self._repair = RepairState()
         self._build_hashes: dict[str, str] = {}  # build folder -> newest artifact's hash
         self._done_waiters: dict[str, list[trio.Event]] = {}  # agent -> plan steps waiting
-        self._edit_batches: dict[str, float] = {}  # agent -> time of its batch's last write
         self.config = self._load_repo_config()
         self._rules = RuleTable.from_config(self.config)
 
@@ -131,34 +133,10 @@ class JobRunner:
 
     def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
         """Publications the runner acts on: a passing ``done`` completes a plan step
-        that expects that agent's action; with ``policy = "after-each-edit-batch"`` an
-        allowed write starts (or extends) that agent's edit batch."""
+        that expects that agent's action.  (Edit batches are the core's: Core.tick.)"""
         if publication.kind == "done.decided" and publication.data.get("verdict") == "pass":
             for event in self._done_waiters.pop(publication.agent, []):
                 event.set()
-        if (
-            publication.kind == "intent.decided"
-            and publication.data.get("verdict") in ("allow", "warn")
-            and self._core.settings.verify_policy == "after-each-edit-batch"
-        ):
-            agent = publication.agent
-            if agent not in self._edit_batches:
-                nursery.start_soon(self._verify_after_batch, agent)
-            self._edit_batches[agent] = trio.current_time()
-
-    async def _verify_after_batch(self, agent: str) -> None:
-        """Once ``agent`` has made no write for ``EDIT_BATCH_QUIET`` seconds, its batch
-        is over: verify it, as if the agent had asked (so it counts for its gate)."""
-        while True:
-            quiet_until = self._edit_batches[agent] + EDIT_BATCH_QUIET
-            if trio.current_time() >= quiet_until:
-                break
-            await trio.sleep_until(quiet_until)
-        del self._edit_batches[agent]
-        live = self._core.registry.live_agent(agent)
-        if live is not None:
-            request = m.Verify(session=live.session, cwd=live.worktree or str(self._repo_root))
-            await self._apply(lambda now: self._core.receive(None, request, now))
 
     async def build_hashes_from(self, ledger: Ledger) -> None:
         """The last recorded build hash of each folder, so ``build`` compares with it."""
@@ -255,7 +233,15 @@ class JobRunner:
         findings = [f for f in (Finding.from_result(r, view.agent) for r in results) if f is not None]
         if not findings:
             return []
-        responses, self._repair = self._rules.decide(findings, self._repair, trio.current_time())
+        decided: list[Response] = []
+
+        def decide(now: float) -> list[Effect]:  # the decision, and its retry count, are the core's
+            responses, effects = self._core.decide_rules(view.job, findings, self._rules, now)
+            decided.extend(responses)
+            return effects
+
+        await self._apply(decide)
+        responses = decided
         done = []
         for response in responses:
             outcome = await self._carry_out(response, view)

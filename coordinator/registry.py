@@ -32,6 +32,7 @@ import msgspec
 
 from ledger import records as rec
 from ledger.records import Record
+from probes.rules import RepairState
 from protocol.paths import Pattern, PatternIndex
 
 ALIVE, STALE, GONE = "alive", "stale", "gone"
@@ -131,6 +132,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     last_verify: dict[str, VerifyOutcome] = {}
     failing_rounds: dict[str, int] = {}
     blocked: dict[str, str] = {}
+    repair: RepairState = RepairState()
+    edit_batches: list[str] = []  # agents with an edit batch not yet verified
 
 
 SNAPSHOT_FORMAT = 1
@@ -158,6 +161,10 @@ class Registry:
     last_verify: dict[str, VerifyOutcome] = field(default_factory=dict)  # agent -> newest finished
     failing_rounds: dict[str, int] = field(default_factory=dict)  # agent -> consecutive failed verifies
     blocked: dict[str, str] = field(default_factory=dict)  # agent -> why a rule blocked it
+    repair: RepairState = field(default_factory=RepairState)  # retries answered per (agent, finding)
+    # agent -> time of the last allowed write of its edit batch, until a verify run (or
+    # its refusal) takes the batch; acted on by Core.tick with after-each-edit-batch
+    edit_batches: dict[str, float] = field(default_factory=dict)
     expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
 
@@ -210,6 +217,8 @@ class Registry:
             last_verify=dict(self.last_verify),
             failing_rounds=dict(self.failing_rounds),
             blocked=dict(self.blocked),
+            repair=self.repair,
+            edit_batches=list(self.edit_batches),
         )
 
     @classmethod
@@ -225,6 +234,8 @@ class Registry:
             last_verify=dict(snap.last_verify),
             failing_rounds=dict(snap.failing_rounds),
             blocked=dict(snap.blocked),
+            repair=snap.repair,
+            edit_batches=dict.fromkeys(snap.edit_batches, now),
         )
         for a in snap.agents:
             agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, now, now)
@@ -250,7 +261,7 @@ class Registry:
         subscribers, and change nothing).  Ordered by how often each kind comes."""
         match record:
             case rec.IntentDecided():
-                self._intent_decided(record)
+                self._intent_decided(record, now)
             case rec.ClaimGranted():
                 self._granted(record, now)
                 self.next_token = max(self.next_token, record.token + 1)
@@ -274,6 +285,11 @@ class Registry:
                 self._verify_finished(record)
             case rec.TurnStarted():
                 self.failing_rounds.pop(record.agent, None)
+            case rec.RuleDecided():
+                if record.action == "retry":
+                    self.repair = self.repair.with_retry(record.agent, record.finding, now)
+            case rec.VerifyRefused():
+                self.edit_batches.pop(record.agent, None)
             case rec.AgentBlocked():
                 self.blocked[record.agent] = record.reason
             case rec.CoordinatorPaused():
@@ -373,6 +389,7 @@ class Registry:
     def _job_started(self, record: rec.JobStarted) -> None:
         self.job_counter += 1
         if record.kind == "verify" and record.agent is not None:
+            self.edit_batches.pop(record.agent, None)  # this run verifies the batch
             self.clock += 1
             self.verify_marks[record.job] = (record.agent, self.clock)
 
@@ -389,10 +406,11 @@ class Registry:
         else:
             self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
 
-    def _intent_decided(self, record: rec.IntentDecided) -> None:
+    def _intent_decided(self, record: rec.IntentDecided, now: float) -> None:
         if record.verdict in ("allow", "warn"):
             self.clock += 1
             self.last_write[record.agent] = self.clock
+            self.edit_batches[record.agent] = now
 
     def _paused(self, record: rec.CoordinatorPaused, now: float) -> None:
         """The coordinator's loop stood still: nobody's lease ran while it did."""
@@ -436,5 +454,6 @@ STATE_KINDS = frozenset(
         rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
+        rec.RuleDecided, rec.VerifyRefused,
     )
 )  # fmt: skip

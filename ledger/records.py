@@ -302,6 +302,20 @@ class RuleResponse(Record, frozen=True, kw_only=True):
     outcome: str = ""
 
 
+class RuleDecided(Record, frozen=True, kw_only=True):
+    """A rule's decision about a job's findings, recorded when it is made (before it is
+    carried out): a retry bound counts these, so a restart does not reset it."""
+
+    KIND: ClassVar[str] = "rule.decided"
+
+    job: str
+    action: str
+    params: dict[str, Any] = {}
+    reason: str = ""
+    finding: str = ""
+    probes: list[str] = []
+
+
 class Notice(Record, frozen=True, kw_only=True):
     """A message to the agent named (or to the operator)."""
 
@@ -390,7 +404,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, IntentDecided,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,
-    RuleResponse, Notice, TaskQueued,
+    RuleDecided, RuleResponse, Notice, TaskQueued,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,
     PlanFinished, PlanFailed, PlanEscalated,

@@ -399,3 +399,55 @@ def test_a_bug_in_a_handler_is_answered_internal_and_the_core_keeps_serving(monk
     reply = d.send(m.Intent(session=a, paths=["x.py"]))
     assert isinstance(reply, m.Error) and reply.code == "internal" and "oops" in reply.message
     assert isinstance(d.claim(a, "x.py"), m.Granted)  # everyone else, and alice, still served
+
+
+def _decide_write_lost(d: Driver, job: str = "j"):
+    from probes.rules import Finding, RuleTable
+
+    responses, effects = d.core.decide_rules(job, [Finding(finding="write lost", probe="w", agent="dev")], RuleTable(), d.now)
+    d._absorb(effects)
+    (response,) = responses
+    return response
+
+
+def test_rule_retry_counts_are_ledger_records_and_survive_a_restart():
+    d = Driver()
+    d.hello("dev")
+    first = _decide_write_lost(d)
+    assert (first.action, first.params["attempt"]) == ("retry", 1)
+    assert d.kinds()[-1] == "rule.decided"
+    d2 = d.restart(at=5.0)  # a restart mid-repair-loop continues the count
+    second = _decide_write_lost(d2)
+    assert (second.action, second.params["attempt"]) == ("retry", 2)
+    d3 = d2.restart(at=10.0)
+    assert _decide_write_lost(d3).params["attempt"] == 3
+    bound = _decide_write_lost(d3)  # the default bound is 3 retries: a person decides now
+    assert bound.action == "notify" and "retry bound reached" in bound.reason
+
+
+def test_an_edit_batch_is_verified_by_the_core_after_a_quiet_spell_even_across_a_restart():
+    from coordinator.checks import EDIT_BATCH_QUIET
+
+    d = Driver(verify_policy="after-each-edit-batch")
+    s = d.hello("dev", worktree="/w/dev")
+    d.intent(s, "a.py")
+    d.advance(EDIT_BATCH_QUIET / 2, keep_alive=(s,))
+    d.intent(s, "b.py")  # extends the batch
+    d.tick(EDIT_BATCH_QUIET * 1.2)
+    assert "job.started" not in d.kinds()
+    d.intent(s, "c.py")
+    d2 = d.restart(at=d.now + 1)  # the batch is in the ledger: the restarted core still verifies it
+    d2.tick(d2.now + EDIT_BATCH_QUIET + 0.3)
+    started = [r for r in d2.records if r.KIND == "job.started"]
+    assert [(r.kind, r.agent, r.cwd) for r in started] == [("verify", "dev", "/w/dev")]
+    assert d2.core.registry.edit_batches == {}
+    d2.tick(d2.now + EDIT_BATCH_QUIET * 3)
+    assert sum(r.KIND == "job.started" for r in d2.records) == 1  # once per batch
+
+
+def test_without_the_edit_batch_policy_the_core_starts_no_verify():
+    d = Driver()
+    s = d.hello("dev")
+    d.intent(s, "a.py")
+    d.advance(10.0, keep_alive=(s,))
+    assert "job.started" not in d.kinds()

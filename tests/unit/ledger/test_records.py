@@ -89,6 +89,7 @@ SAMPLES: list[rec.Record] = [
     rec.VerifyRefused(agent="a", session="3.1", reason="bound reached"),
     rec.TurnStarted(agent="a", session="3.1"),
     rec.DoneDecided(agent="a", session="3.1", verdict="block", reason="no verify run"),
+    rec.RuleDecided(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"]),
     rec.RuleResponse(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"], outcome="asked a to retry"),
     rec.Notice(agent=None, message="endpoint failing", operator=True),
     rec.TaskQueued(agent="b", task="fix the build", because="build produced nothing"),
