@@ -467,3 +467,16 @@ def test_a_decoded_config_holds_plain_values():
     assert type(config.probe("api-health").params["url"]) is str
     # durations and checked strings are custom types only while decoding, through the hook
     assert msgspec.json.decode(msgspec.json.encode(config), type=Config, dec_hook=dec_hook) == config
+
+
+def test_docs_parameters_by_kind_are_the_derived_toml_keys():
+    from probes.config import probe_params
+
+    section = DOCS.read_text().split("Parameters by kind", 1)[1].split("\n\n", 2)[1]
+    documented: dict[str, set[str]] = {}
+    kind = None
+    for row in section.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        kind = cells[0].strip("`") or kind
+        documented.setdefault(kind, set()).add(cells[1].strip("`"))
+    assert documented == {k: set(v) for k, v in probe_params().items()}
