@@ -4,7 +4,9 @@ Like git: a path is relative to the current directory; symlinks are resolved; a 
 in another worktree of the same repository names the same repo-relative path; a path
 outside every worktree is bad input.  A trailing ``/`` or an existing directory means
 the folder and everything under it.  In a glob, only the literal leading folders are
-resolved; the wildcard part is kept as written.
+resolved; the wildcard part is kept as written.  A *literal* path (``claim --literal``,
+and every path an editor or hook names) is resolved whole and escaped, so a file named
+``app/[slug]/page.tsx`` is that file and never a glob.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from protocol.discovery import Place
 from protocol.errors import PeerError
-from protocol.paths import canonical
+from protocol.paths import canonical, escape
 
 _WILDCARDS = set("*?[")
 
@@ -35,16 +37,17 @@ def _worktrees(place: Place) -> list[Path]:
     return roots or [place.worktree]
 
 
-def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None) -> str:
-    """The canonical repo-relative pattern for a path or glob typed by a user."""
+def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None, literal: bool = False) -> str:
+    """The canonical repo-relative pattern for a path or glob typed by a user; with
+    ``literal`` the whole of ``arg`` is one concrete path, glob characters included."""
     if not arg:
         raise PeerError("bad_path", "empty path")
     base = Path(cwd or os.getcwd())
     parts = arg.split("/")
-    first_wild = next((i for i, part in enumerate(parts) if _WILDCARDS & set(part)), None)
-    literal = "/".join(parts if first_wild is None else parts[:first_wild]) or "."
+    first_wild = None if literal else next((i for i, part in enumerate(parts) if _WILDCARDS & set(part) or "\\" in part), None)
+    head = "/".join(parts if first_wild is None else parts[:first_wild]) or "."
     rest = [] if first_wild is None else parts[first_wild:]
-    resolved = Path(os.path.realpath(base / literal))
+    resolved = Path(os.path.realpath(base / head))
     roots = [place.worktree] + [r for r in _worktrees(place) if r != place.worktree] if not _under(resolved, place.worktree) else [place.worktree]
     for root in roots:
         if _under(resolved, root):
@@ -52,7 +55,8 @@ def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None) 
             break
     else:
         raise PeerError("bad_path", f"{arg} is outside the repository (resolved to {resolved}; worktree {place.worktree})")
-    pieces = [] if relative == "." else [relative]
+    # The resolved part names real folders and files: escaped, its names stay literal.
+    pieces = [] if relative == "." else [escape(relative)]
     pieces += rest
     text = "/".join(pieces)
     if not rest and (arg.endswith("/") or resolved.is_dir()):

@@ -1,4 +1,4 @@
-"""Repo-relative path patterns: canonical form, matching, overlap, and an index.
+r"""Repo-relative path patterns: canonical form, matching, overlap, and an index.
 
 Agents claim parts of one git repository by naming *patterns*.  This module fixes what a
 pattern means, decides whether two claims can collide, and finds the colliding claims
@@ -15,6 +15,7 @@ A pattern is ``/``-separated text, relative to the repository root::
               | "?"                                   exactly one character, never "/"
               | "[" ["!" | "^"] ["]"] member* "]"     one character from (or, negated,
                                                       not from) the members
+              | "\\" ("*" | "?" | "[" | "]")          that character itself (an escape)
               | any other character                   itself
     member   := char | char "-" char                  a single character or a range
 
@@ -22,16 +23,22 @@ A pattern is ``/``-separated text, relative to the repository root::
   exactly ``src/api/**``.  Hence ``**`` matching *zero* folders: ``a/**`` matches ``a``.
 * ``**`` is special only as a whole segment; ``a**b`` or ``***`` behave like ``*``.
 * In a class, a ``]`` right after ``[``, ``[!`` or ``[^`` is a member, and ``-`` first or
-  last is a member.  There are no braces and no escapes (backslashes are refused); write
-  ``[*]``, ``[?]`` or ``[[]`` for a literal ``*``, ``?`` or ``[``.  A lone ``]`` is literal.
+  last is a member.  There are no braces.  A literal ``*``, ``?`` or ``[`` is written
+  escaped, ``\*``, ``\?``, ``\[`` (or as a class, ``[*]``); a lone ``]`` is literal and
+  ``\]`` means the same.  A backslash escapes only those four characters: any other
+  backslash (``a\b``, ``\\``, one inside a class) is refused, since no concrete path
+  holds one.  ``escape(path)`` turns a concrete path, whatever it holds, into the
+  pattern naming exactly it: a path from an editor or a hook is always a literal, so
+  ``app/[slug]/page.tsx`` from a hook becomes ``app/\[slug]/page.tsx``.
 * Matching is case-sensitive, on code points (no Unicode normalisation), and a leading
   dot gets no special treatment (``*`` matches ``.env``).
 
 ``canonical`` refuses (``PeerError("bad_path", ...)``) empty, absolute (``/x``, ``C:...``)
-or over-long patterns, NUL bytes, backslashes, any ``..`` segment (the client resolves
+or over-long patterns, NUL bytes, backslashes escaping nothing, any ``..`` segment (the client resolves
 paths before sending, so a ``..`` here could only escape the repository), unbalanced
 ``[``, reversed ranges and classes matching nothing.  It strips ``./``, drops ``.``
-segments, collapses repeated ``/`` and keeps a trailing ``/``.  ``.`` alone names no path:
+segments, collapses repeated ``/``, keeps a trailing ``/`` and writes escapes one way
+(``\]`` becomes ``]``; ``\*``, ``\?``, ``\[`` stay), so one literal path has one text.  ``.`` alone names no path:
 the whole repository is ``**``.
 
 Meaning
@@ -40,7 +47,9 @@ A *concrete path* is a non-empty sequence of non-empty segments over the alphabe
 Sigma = every code point except NUL, ``/`` and ``\\``.  A pattern denotes a set of concrete
 paths, L(p).  Each non-``**`` segment denotes a set of segment strings, and each token a
 subset of Sigma: a literal is one character, ``?`` is Sigma, a class is a union of
-code-point intervals, negated within Sigma.  Character sets are kept as sorted disjoint
+code-point intervals, negated within Sigma; an escaped character is a literal like any
+other.  So the overlap rule below needs no change for escapes: ``\*`` is the one-character
+set {``*``}, which meets ``*`` only where the other side's token admits ``*``.  Character sets are kept as sorted disjoint
 interval tuples, so intersecting two of them - negated or not - is exact.
 
 Overlap rule
@@ -101,6 +110,7 @@ __all__ = [
     "Pattern",
     "PatternIndex",
     "canonical",
+    "escape",
     "overlaps",
 ]
 
@@ -124,6 +134,9 @@ STAR = None
 GLOBSTAR = None
 
 _WILDCARD_CHARS = frozenset("*?[")
+_ESCAPABLE = frozenset("*?[]")
+# A backslash followed by anything but an escapable character (or by nothing).
+_BAD_BACKSLASH = re.compile(r"\\(?![*?\[\]])")
 _WINDOWS_DRIVE = re.compile(r"[A-Za-z]:")
 
 
@@ -198,11 +211,12 @@ def _bad(text: object, problem: str) -> PeerError:
     return PeerError("bad_path", f"path {_show(text)} {problem}")
 
 
-def _split_checked(text: object) -> tuple[tuple[str, ...], bool]:
+def _split_checked(text: object, escapes: bool = False) -> tuple[tuple[str, ...], bool]:
     """Validate the path-level rules shared by patterns and concrete paths.
 
     Returns the normalised segments and whether the text is in folder form (ends in
-    ``/``, or in a ``.`` segment, which names a folder).  Glob syntax is not looked at.
+    ``/``, or in a ``.`` segment, which names a folder).  Glob syntax is not looked at;
+    with ``escapes`` (a pattern) a backslash before ``* ? [ ]`` is allowed.
     """
     if not isinstance(text, str):
         raise _bad(text, f"must be a string, not {type(text).__name__}")
@@ -213,11 +227,11 @@ def _split_checked(text: object) -> tuple[tuple[str, ...], bool]:
         raise _bad(text, f"is {len(text)} characters long; the limit is {MAX_PATTERN_CHARS}")
     if "\x00" in text:
         raise _bad(text, "contains a NUL byte; remove it")
-    if "\\" in text:
+    if "\\" in text and (not escapes or _BAD_BACKSLASH.search(text)):
         raise _bad(
             text,
-            "contains a backslash; separate folders with '/' (there are no escapes: "
-            "write '[*]' for a literal '*')",
+            "contains a backslash; separate folders with '/' (a backslash only escapes "
+            "'*', '?', '[' or ']': write '\\*' or '[*]' for a literal '*')",
         )
     if text.startswith("/"):
         relative = text.lstrip("/")
@@ -253,6 +267,8 @@ def _parse_class(segment: str, start: int, text: str) -> tuple[CharSet, int]:
         if index >= len(segment):
             raise _bad(text, "has a '[' without a closing ']'; write '[[]' for a literal '['")
         char = segment[index]
+        if char == "\\":
+            raise _bad(text, "has a backslash inside a character class; put ']' first to include it ('[]a]')")
         if char == "]" and not first:
             index += 1
             break
@@ -302,10 +318,60 @@ def _compile_segment(segment: str, text: str) -> tuple | None:
         elif char == "[":
             charset, index = _parse_class(segment, index, text)
             tokens.append(charset)
+        elif char == "\\":
+            escaped = segment[index + 1]  # _split_checked made sure one follows
+            tokens.append(((ord(escaped), ord(escaped)),))
+            index += 2
         else:
             tokens.append(((ord(char), ord(char)),))
             index += 1
     return tuple(tokens)
+
+
+def _scan_segment(segment: str) -> tuple[str, bool, str]:
+    """One raw segment -> (canonical text, whether it has a wildcard, its literal name).
+
+    Escapes are written one way (``\\]`` -> ``]``); class text is copied as it is, and
+    its validity is left to ``_compile_segment``.  The name is meaningful only without
+    a wildcard: the concrete segment the text denotes.
+    """
+    if "\\" not in segment and _WILDCARD_CHARS.isdisjoint(segment):
+        return segment, False, segment
+    out: list[str] = []
+    name: list[str] = []
+    wild = False
+    index = 0
+    while index < len(segment):
+        char = segment[index]
+        if char == "\\" and index + 1 < len(segment):
+            escaped = segment[index + 1]
+            out.append(escaped if escaped == "]" else char + escaped)
+            name.append(escaped)
+            index += 2
+        elif char == "[":
+            wild = True
+            end = index + 1
+            if end < len(segment) and segment[end] in "!^":
+                end += 1
+            if end < len(segment) and segment[end] == "]":
+                end += 1
+            while end < len(segment) and segment[end] != "]":
+                end += 1
+            out.append(segment[index : end + 1])
+            index = end + 1
+        else:
+            wild = wild or char in "*?"
+            out.append(char)
+            name.append(char)
+            index += 1
+    return "".join(out), wild, "".join(name)
+
+
+def escape(path: str) -> str:
+    """The pattern naming exactly the concrete path ``path``: ``*``, ``?`` and ``[`` are
+    escaped, so ``app/[slug]/page.tsx`` -> ``app/\\[slug]/page.tsx``.  Not validated:
+    pass the result to ``canonical``."""
+    return re.sub(r"([*?\[])", r"\\\1", path)
 
 
 def canonical(text: str) -> str:
@@ -448,7 +514,7 @@ def overlaps(a: Pattern, b: Pattern) -> bool:
     if a.is_literal:
         if b.is_literal:
             return False  # two different canonical paths
-        return _path_matches(b._tokens(), a.segments)
+        return _path_matches(b._tokens(), a.names)
     if a._size * b._size > EXACT_WORK_LIMIT:
         return True  # exactness would be costly; a false conflict is the safe error
     return _product_reachable(a._tokens(), b._tokens(), shared, _segments_intersect)
@@ -463,31 +529,36 @@ class Pattern:
     ``Pattern(text)`` and ``Pattern.parse(text)`` are the same.  Attributes:
 
     * ``text`` - canonical text (trailing ``/`` kept for folders);
-    * ``segments`` - its segments, without the folder's trailing empty one;
-    * ``anchor`` - the leading wildcard-free segments;
+    * ``segments`` - its segments (canonical text), without the folder's trailing empty one;
+    * ``anchor`` - the leading wildcard-free segments (canonical text);
+    * ``names`` - the concrete names the anchor segments denote (escapes undone);
     * ``is_literal`` - no wildcard and not a folder: names exactly one path;
     * ``is_folder`` - folder form (``src/api/``, meaning ``src/api/**``).
     """
 
-    __slots__ = ("text", "segments", "anchor", "is_literal", "is_folder", "_compiled", "_size")
+    __slots__ = ("text", "segments", "anchor", "names", "is_literal", "is_folder", "_compiled", "_size")
 
     text: str
     segments: tuple[str, ...]
     anchor: tuple[str, ...]
+    names: tuple[str, ...]
     is_literal: bool
     is_folder: bool
     _compiled: tuple
     _size: int  # tokens plus segments: bounds the overlap search's work
 
     def __init__(self, text: str) -> None:
-        segments, is_folder = _split_checked(text)
+        raw_segments, is_folder = _split_checked(text, escapes=True)
+        scanned = [_scan_segment(segment) for segment in raw_segments]
+        segments = tuple(canonical_text for canonical_text, _, _ in scanned)
         anchor_length = 0
-        while anchor_length < len(segments) and _WILDCARD_CHARS.isdisjoint(segments[anchor_length]):
+        while anchor_length < len(scanned) and not scanned[anchor_length][1]:
             anchor_length += 1
         setter = object.__setattr__
         setter(self, "text", "/".join(segments) + ("/" if is_folder else ""))
         setter(self, "segments", segments)
         setter(self, "anchor", segments[:anchor_length])
+        setter(self, "names", tuple(name for _, _, name in scanned[:anchor_length]))
         setter(self, "is_folder", is_folder)
         setter(self, "is_literal", anchor_length == len(segments) and not is_folder)
         if self.is_literal:
@@ -525,7 +596,7 @@ class Pattern:
         """
         names, _ = _split_checked(path)
         if self.is_literal:
-            return names == self.segments
+            return names == self.names
         return _path_matches(self._tokens(), names)
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -24,6 +24,7 @@ from protocol.paths import (
     Pattern,
     PatternIndex,
     canonical,
+    escape,
     overlaps,
 )
 
@@ -58,6 +59,12 @@ ACCEPTED = [
     (".hidden/x", ".hidden/x"),
     ("with space.txt", "with space.txt"),
     ("x" * MAX_PATTERN_CHARS, "x" * MAX_PATTERN_CHARS),
+    # escapes: '*', '?', '[' stay escaped, '\]' is written as the lone ']' it means
+    ("app/\\[slug]/page.tsx", "app/\\[slug]/page.tsx"),
+    ("a\\*b\\?", "a\\*b\\?"),
+    ("a\\]b", "a]b"),
+    ("\\*\\*/x", "\\*\\*/x"),
+    ("[*]\\*", "[*]\\*"),
     ("/".join(["a"] * MAX_SEGMENTS), "/".join(["a"] * MAX_SEGMENTS)),
 ]
 
@@ -94,6 +101,11 @@ REFUSED = [
     "[]",
     "[!]",
     "[b-a]",
+    "a\\",  # a backslash escaping nothing
+    "a\\.b",
+    "a\\\\*",
+    "[a\\]]",  # no escapes inside a class
+    "\\/x",
     None,
     b"src/x.py",
     42,
@@ -152,6 +164,8 @@ def test_class_matching_nothing_is_refused() -> None:
         ("a/[b]/c", ("a",), False, False),
         ("a/b?/c", ("a",), False, False),
         ("a]b/c", ("a]b", "c"), True, False),
+        ("app/\\[slug]/page.tsx", ("app", "\\[slug]", "page.tsx"), True, False),
+        ("app/\\[slug]/*.tsx", ("app", "\\[slug]"), False, False),
     ],
 )
 def test_pattern_attributes(text: str, anchor: tuple, is_literal: bool, is_folder: bool) -> None:
@@ -160,6 +174,12 @@ def test_pattern_attributes(text: str, anchor: tuple, is_literal: bool, is_folde
     assert pattern.is_literal is is_literal
     assert pattern.is_folder is is_folder
     assert pattern.segments == tuple(segment for segment in text.split("/") if segment)
+
+
+def test_names_undo_escapes() -> None:
+    assert Pattern("app/\\[slug]/page.tsx").names == ("app", "[slug]", "page.tsx")
+    assert Pattern("\\*\\*/x\\?").names == ("**", "x?")
+    assert Pattern("src/*.py").names == ("src",)
 
 
 def test_pattern_is_immutable_hashable_and_picklable() -> None:
@@ -225,6 +245,19 @@ MATCHES = [
     ("*a*a*", "xay", False),
     ("a*b*c", "abbbc", True),
     ("a*b*c", "acb", False),
+    # escaped characters are themselves
+    ("app/\\[slug]/page.tsx", "app/[slug]/page.tsx", True),
+    ("app/\\[slug]/page.tsx", "app/s/page.tsx", False),
+    ("app/[slug]/page.tsx", "app/[slug]/page.tsx", False),  # a class: one of s, l, u, g
+    ("\\*", "*", True),
+    ("\\*", "a", False),
+    ("\\?", "?", True),
+    ("\\?", "a", False),
+    ("\\*\\*/x", "**/x", True),
+    ("\\*\\*/x", "a/x", False),
+    ("a\\]", "a]", True),
+    ("*\\*", "ab*", True),
+    ("*\\*", "ab", False),
 ]
 
 
@@ -309,6 +342,21 @@ OVERLAPS = [
     ("[!ab]", "[ab]", False),
     ("[^ab]", "?", True),
     ("[!ab]x", "*b", False),
+    # escapes: an escaped character is a literal like any other
+    ("app/\\[slug]/page.tsx", "app/*/page.tsx", True),
+    ("app/\\[slug]/page.tsx", "app/[slug]/page.tsx", False),
+    ("app/\\[slug]/page.tsx", "app/\\[slug]/", True),
+    ("app/\\[slug]/page.tsx", "app/\\[slug]/page.tsx", True),
+    ("app/\\[slug]/page.tsx", "app/\\[id]/page.tsx", False),
+    ("a\\*", "a[*]", True),
+    ("a\\*", "a?", True),
+    ("a\\*", "a*", True),
+    ("a\\*", "ab", False),
+    ("a\\*", "a[!*]", False),
+    ("\\*\\*/x", "**", True),
+    ("\\*\\*/x", "a/x", False),
+    ("\\*\\*/x", "*/x", True),
+    ("x\\?", "x\\*", False),
 ]
 
 
@@ -344,7 +392,10 @@ def _segment_regex_source(segment: str) -> str:
     index = 0
     while index < len(segment):
         char = segment[index]
-        if char == "*":
+        if char == "\\":
+            out.append(re.escape(segment[index + 1]))
+            index += 2
+        elif char == "*":
             out.append("[^/]*")
             index += 1
         elif char == "?":
@@ -393,7 +444,7 @@ def _oracle_segment_matches(segment: str, name: str) -> bool:
     return re.fullmatch(_segment_regex_source(segment), name) is not None
 
 
-def bounded_witness(first: str, second: str) -> str | None:
+def bounded_witness(first: str, second: str, universe: tuple[str, ...] = SEGMENT_UNIVERSE) -> str | None:
     """A path of depth <= 4 over SEGMENT_UNIVERSE matching both patterns, or None.
 
     Equivalent to trying every such path, but done as a breadth-first walk over pairs of
@@ -425,7 +476,7 @@ def bounded_witness(first: str, second: str) -> str | None:
     for _ in range(MAX_WITNESS_DEPTH):
         next_frontier = {}
         for (positions_a, positions_b), prefix in frontier.items():
-            for name in SEGMENT_UNIVERSE:
+            for name in universe:
                 after_a = step(positions_a, a, name)
                 if not after_a:
                     continue
@@ -464,11 +515,19 @@ def witness_bound_fits(first: str, second: str) -> bool:
 CHAR_TOKENS = ["a", "b", "a", "b", "?", "[ab]", "[a-b]", "[!a]", "[^b]", "[!ab]"]
 
 
+# With escapes: literal '*' and '[' beside the wildcards and classes that admit them.
+# Any two of these token sets that intersect share 'a', '*', '[' or (both negated) 'c',
+# so ESCAPE_UNIVERSE over "a*[c" keeps the bounded search exact, as for CHAR_TOKENS.
+ESCAPE_TOKENS = ["a", "a", "\\*", "\\*", "\\[", "?", "[*]", "[!a]", "[!*]", "[a[]"]
+ESCAPE_ALPHABET = "a*[c"
+ESCAPE_UNIVERSE = tuple("".join(chars) for length in range(1, 5) for chars in product(ESCAPE_ALPHABET, repeat=length))
+
+
 @st.composite
-def segments(draw: st.DrawFn) -> str:
+def segments(draw: st.DrawFn, tokens_from: list[str] = CHAR_TOKENS) -> str:
     if draw(st.integers(0, 5)) == 0:
         return "**"
-    tokens = draw(st.lists(st.sampled_from(CHAR_TOKENS), min_size=0, max_size=2))
+    tokens = draw(st.lists(st.sampled_from(tokens_from), min_size=0, max_size=2))
     # A star may sit before, between and after the (at most two) non-star tokens.  Stars
     # are kept sparse: with many of them nearly every pair overlaps, and the interesting
     # (disjoint) answers would be rare.
@@ -485,8 +544,8 @@ def segments(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def pattern_texts(draw: st.DrawFn) -> str:
-    parts = draw(st.lists(segments(), min_size=1, max_size=3))
+def pattern_texts(draw: st.DrawFn, tokens_from: list[str] = CHAR_TOKENS) -> str:
+    parts = draw(st.lists(segments(tokens_from), min_size=1, max_size=3))
     text = "/".join(parts)
     is_folder = draw(st.integers(0, 3)) == 0
     return text + "/" if is_folder else text
@@ -508,6 +567,8 @@ def index_pattern_texts(draw: st.DrawFn) -> str:
 
 
 concrete_paths = st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=4), min_size=1, max_size=4).map("/".join)
+escape_patterns = pattern_texts(ESCAPE_TOKENS)
+escape_paths = st.lists(st.text(alphabet=ESCAPE_ALPHABET, min_size=1, max_size=4), min_size=1, max_size=4).map("/".join)
 
 
 # --------------------------------------------------------------------------- properties
@@ -547,6 +608,54 @@ def test_overlaps_is_exact_on_bounded_language(first: str, second: str) -> None:
     elif witness_bound_fits(a.text, b.text):
         # No false positives: a common path would have to lie in the searched space.
         assert not overlaps(a, b), f"no path of the bounded space matches both {a} and {b}"
+
+
+@FAST
+@given(escape_patterns, escape_paths)
+def test_matches_agrees_with_regex_oracle_with_escapes(text: str, path: str) -> None:
+    assert Pattern(text).matches(path) is oracle_matches(canonical(text), path)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(escape_patterns, escape_patterns)
+def test_overlaps_is_exact_with_escapes(first: str, second: str) -> None:
+    """The overlap theory unchanged: an escaped character is a literal token."""
+    a, b = Pattern(first), Pattern(second)
+    assert overlaps(a, b) is overlaps(b, a)
+    witness = bounded_witness(a.text, b.text, ESCAPE_UNIVERSE)
+    if witness is not None:
+        assert a.matches(witness) and b.matches(witness)
+        assert overlaps(a, b), f"{witness!r} matches both {a} and {b}"
+    elif witness_bound_fits(a.text, b.text):
+        assert not overlaps(a, b), f"no path of the bounded space matches both {a} and {b}"
+
+
+path_names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/\\"), min_size=1, max_size=8).filter(
+    lambda name: name not in (".", "..")
+)
+
+
+@FAST
+@given(st.lists(path_names, min_size=1, max_size=4), st.lists(path_names, min_size=1, max_size=4))
+def test_escape_names_exactly_one_path(names: list[str], other: list[str]) -> None:
+    """Whatever a concrete path holds, escape(path) is a literal that matches it alone,
+    and two escaped paths overlap exactly when they are the same path."""
+    path, other_path = "/".join(names), "/".join(other)
+    pattern = Pattern(escape(path))
+    assert pattern.is_literal and pattern.names == tuple(names)
+    assert pattern.matches(path)
+    assert pattern.matches(other_path) is (names == other)
+    assert overlaps(pattern, Pattern(escape(other_path))) is (names == other)
+    assert canonical(pattern.text) == pattern.text
+
+
+def test_index_finds_escaped_literals() -> None:
+    index: PatternIndex[str] = PatternIndex()
+    index.add(Pattern(escape("app/[slug]/page.tsx")), "alice")
+    index.add(Pattern("app/[s]lug/page.tsx"), "bob")
+    found = index.overlapping(Pattern("app/*/page.tsx"))
+    assert sorted(item for _, item in found) == ["alice", "bob"]
+    assert [item for _, item in index.overlapping(Pattern("app/\\[slug]/page.tsx"))] == ["alice"]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

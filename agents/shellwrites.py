@@ -1,0 +1,578 @@
+"""Which files a shell command will write, read off the command before it runs.
+
+A coding agent's shell tool (Claude Code's ``Bash``, Codex's shell, Gemini CLI's
+``run_shell_command``) writes files Lockstep never hears about: ``sed -i``, ``echo >``,
+``git checkout -- f``.  Before such a call the hook asks a write intent for the paths this
+module finds, so a file another agent holds is refused *before* it is overwritten.  After
+the call the hook compares the worktree with its state before, which catches everything
+this reading misses (formatters, generators, package managers, scripts).
+
+Theory
+------
+The reading is conservative in one direction only: every path it names is one the command
+may write, and what it cannot read it says so (``unknown``) instead of guessing.  An
+unknown command is allowed; the after-the-fact comparison is its safety net.
+
+* Words and operators come from the standard library's ``shlex`` in POSIX mode with
+  ``punctuation_chars``: quotes, backslashes and comments are handled as the shell does,
+  and ``;  &  |  <  >  (  )`` and newlines come out as operator tokens (``&&``, ``>>``,
+  ``2>`` arrives as ``2`` then ``>``).  We do not use a full bash grammar library: the
+  maintained one (``bashlex``) is GPL, which this MIT project cannot ship, and a write
+  target needs only the simple-command structure, which the tokens give exactly.
+* A command list is split at ``&& || ; | & |&`` and newlines into simple commands.  ``(``
+  opens a subshell whose ``cd`` does not leak out; ``cd DIR`` (and ``pushd``) re-bases the
+  relative paths of the commands after it.
+* In each simple command: redirections ``> >> >| &> &>> <>`` (with any fd number) name
+  targets; ``N>&M`` duplicates descriptors and names none.  Leading ``VAR=value`` words
+  and the wrappers ``sudo env nice nohup time command exec`` are skipped.  Known writers
+  (``tee``, ``sed -i``, ``perl -i``, ``cp``, ``mv``, ``rm``, ``touch``, ``mkdir``,
+  ``truncate``, ``ln``, ``install``, ``dd of=``, ``chmod``; ``git checkout -- P``,
+  ``git restore``, ``git mv``, ``git rm``) name their targets; ``bash -c SCRIPT`` and
+  ``sh -c`` are read recursively (to a fixed depth).
+* ``unknown`` collects the reasons a command may write more than ``targets``: a target
+  built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
+  unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
+  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), or text ``shlex``
+  cannot split (an unclosed quote).
+* A target that contains ``* ? [`` is reported in ``globs``: the shell would expand it, so
+  the caller expands it against the file system (an unmatched glob stays a literal name,
+  as in bash).  A trailing ``/dev/...`` target is never a repository file and is dropped.
+
+One blind spot comes from splitting with ``shlex``: a word that is *only* operator
+characters (``';'`` quoted on its own) comes out as the operator.  The reading then
+finds a redirection without a target or a stray operator and reports ``unknown``; it
+never silently names the wrong file.
+
+Paths are returned as written, joined onto the ``cd`` base (``os.path`` semantics, not
+resolved): the caller resolves them against the command's working directory.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["MAX_COMMAND_CHARS", "ShellWrites", "write_targets"]
+
+MAX_COMMAND_CHARS = 100_000
+_MAX_DEPTH = 3  # bash -c "bash -c '...'" nesting read through
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "\n", ";;", ";&", ";;&"})
+_WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+_READ_REDIRECTS = frozenset({"<", "<<<"})
+_HEREDOCS = frozenset({"<<", "<<-"})
+_DUP_REDIRECTS = frozenset({">&", "<&"})
+_WRAPPERS = frozenset({"sudo", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "ionice", "timeout"})
+# Words that start a compound command's part; the real command follows them.
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "fi", "done", "esac"})
+_NOT_COMMANDS = frozenset({"for", "case", "select", "function", "in"})
+_OPAQUE = {
+    "xargs": "xargs runs a command on arguments it reads at run time",
+    "eval": "eval runs text built at run time",
+    "source": "a sourced script may write anything",
+    ".": "a sourced script may write anything",
+    "parallel": "parallel runs commands built at run time",
+}
+_GIT_MANY = frozenset(
+    {"reset", "stash", "apply", "am", "merge", "pull", "rebase", "switch", "cherry-pick", "revert", "clean", "worktree", "clone", "init", "submodule"}
+)
+_GLOB_CHARS = frozenset("*?[")
+_OPERATOR_CHARS = frozenset(";&|<>()\n")
+# '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
+
+
+@dataclass
+class ShellWrites:
+    """What a command writes: ``targets`` (paths), ``globs`` (to expand), ``unknown``
+    (why it may write more than that; empty when the reading is complete)."""
+
+    targets: list[str] = field(default_factory=list)
+    globs: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    def note(self, reason: str) -> None:
+        if reason not in self.unknown:
+            self.unknown.append(reason)
+
+
+def write_targets(command: str, is_dir: Callable[[str], bool] | None = None) -> ShellWrites:
+    """Read ``command`` (shell text) and return the paths it will write.
+
+    ``is_dir(path)`` says whether a path (as returned, relative to the command's working
+    directory) is an existing folder; ``cp``/``mv``/``ln`` into a folder write
+    ``folder/name``.  Without it only a trailing ``/`` marks a folder, so the result is
+    a pure function of the text.
+    """
+    result = ShellWrites()
+    _read(command, is_dir or (lambda path: path.endswith("/")), result, "", 0)
+    # Keep first-seen order, drop repeats.
+    result.targets = list(dict.fromkeys(result.targets))
+    result.globs = list(dict.fromkeys(result.globs))
+    return result
+
+
+# Longest first: shlex hands over a run of operator characters as one token (");" or
+# ">&"), which is cut here into the shell's operators.
+_OPERATORS = sorted(
+    ["&>>", "&>", ">>", ">|", "<>", "<<<", "<<-", "<<", ">&", "<&", "&&", "||", "|&", ";;&", ";;", ";&",
+     "<(", ">(", ">", "<", "&", "|", ";", "(", ")", "\n"],
+    key=len,
+    reverse=True,
+)
+
+
+def _tokens(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    tokens: list[str] = []
+    for token in lexer:
+        if not token or not _OPERATOR_CHARS.issuperset(token):
+            tokens.append(token)
+            continue
+        while token:
+            operator = next(op for op in _OPERATORS if token.startswith(op))
+            tokens.append(operator)
+            token = token[len(operator) :]
+    return tokens
+
+
+def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: int) -> None:
+    if not isinstance(command, str):
+        result.note("the command is not text")
+        return
+    if len(command) > MAX_COMMAND_CHARS:
+        result.note(f"the command is longer than {MAX_COMMAND_CHARS} characters")
+        return
+    try:
+        tokens = _tokens(_cut_heredocs(command))
+    except ValueError as exc:  # an unclosed quote or a trailing backslash
+        result.note(f"the shell text cannot be split ({exc})")
+        return
+    bases: list[str | None] = [base]
+    words: list[str] = []
+    redirects: list[str] = []
+    index = 0
+
+    def finish() -> None:
+        if words or redirects:
+            bases[-1] = _simple_command(words, redirects, bases[-1], is_dir, result, depth)
+        words.clear()
+        redirects.clear()
+
+    while index < len(tokens):
+        token = tokens[index]
+        if token in _SEPARATORS:
+            finish()
+        elif token in ("(", "<(", ">("):
+            finish()
+            if token != "(":
+                result.note("a process substitution runs a command at run time")
+            elif index > 0 and tokens[index - 1] == "$":
+                result.note("a command substitution $(...) is run at run time")
+            bases.append(bases[-1])
+        elif token == ")":
+            finish()
+            if len(bases) > 1:
+                bases.pop()
+        elif token in _WRITE_REDIRECTS or token in _READ_REDIRECTS or token in _DUP_REDIRECTS:
+            if words and words[-1].isdigit():
+                words.pop()  # '2>' arrives as '2' then '>': the 2 is a descriptor
+            target = tokens[index + 1] if index + 1 < len(tokens) else None
+            if target is None or target in _SEPARATORS or target in "()":
+                result.note(f"a redirection {token!r} has no target")
+            elif token in _WRITE_REDIRECTS or (token == ">&" and not _is_descriptor(target)):
+                redirects.append(target)
+                index += 1
+            else:
+                index += 1  # a read, or a descriptor duplication: no file written
+        elif token in _HEREDOCS:
+            index += 1  # the delimiter; the body was cut out before splitting
+        elif "$(" in token or "`" in token:
+            result.note("a command substitution is run at run time")
+            words.append(token)
+        elif _OPERATOR_CHARS.issuperset(token):
+            result.note(f"the shell operator {token!r} is not understood")
+        else:
+            words.append(token)
+        index += 1
+    finish()
+
+
+def _cut_heredocs(command: str) -> str:
+    """The command without here-document bodies: they are data, not commands, and may
+    hold any text (an apostrophe would stop ``shlex``)."""
+    if "<<" not in command:
+        return command
+    lines = command.split("\n")
+    kept: list[str] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        kept.append(line)
+        index += 1
+        for strip_tabs, delimiter in _HEREDOC.findall(line):
+            while index < len(lines):
+                body = lines[index]
+                index += 1
+                if (body.lstrip("\t") if strip_tabs else body) == delimiter:
+                    break
+    return "\n".join(kept)
+
+
+def _is_descriptor(word: str) -> bool:
+    return word.isdigit() or word == "-" or (word.endswith("-") and word[:-1].isdigit())
+
+
+def _join(base: str | None, path: str) -> str | None:
+    if base is None and not path.startswith("/"):
+        return None
+    if path.startswith("/") or not base:
+        return path
+    return posixpath.join(base, path)
+
+
+def _add(path: str, base: str | None, result: ShellWrites) -> None:
+    """Record one write target, or the reason it cannot be named."""
+    if not path:
+        result.note("an empty target")
+        return
+    if "$" in path or "`" in path:
+        result.note(f"the target {path!r} is built from a variable or a command at run time")
+        return
+    if path.startswith("~"):
+        path = posixpath.expanduser(path)
+    if path == "/dev" or path.startswith("/dev/"):
+        return  # /dev/null, /dev/stderr: never a repository file
+    joined = _join(base, path)
+    if joined is None:
+        result.note(f"the target {path!r} is relative to a folder that is unknown until run time")
+        return
+    if _GLOB_CHARS & set(path):
+        result.globs.append(joined)
+    else:
+        result.targets.append(joined)
+
+
+def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
+    """Record one simple command's targets; return the ``cd`` base after it."""
+    for target in redirects:
+        _add(target, base, result)
+    args = list(words)
+    # Compound-command keywords and assignments come before the command word.
+    while args and (args[0] in _KEYWORDS or _is_assignment(args[0])):
+        args.pop(0)
+    while args and args[0] in _WRAPPERS | {"env"}:
+        wrapper = args.pop(0)
+        args = _after_wrapper_options(wrapper, args)
+        while args and _is_assignment(args[0]):
+            args.pop(0)
+    if not args or args[0] in _NOT_COMMANDS:
+        return base
+    name, rest = posixpath.basename(args[0]), args[1:]
+    if name in ("cd", "pushd"):
+        return _cd(rest, base, result)
+    if name == "popd":
+        result.note("popd returns to a folder known only at run time")
+        return None
+    if name in _OPAQUE:
+        result.note(_OPAQUE[name])
+        return base
+    handler = _WRITERS.get(name)
+    if handler is not None:
+        handler(rest, base, is_dir, result)
+    elif name in ("bash", "sh", "zsh", "dash", "ksh"):
+        _shell(rest, base, is_dir, result, depth)
+    elif name == "git":
+        return _git(rest, base, is_dir, result)
+    elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for word in rest):
+        result.note("find -exec/-delete acts on files found at run time")
+    return base
+
+
+def _is_assignment(word: str) -> bool:
+    name, equals, _ = word.partition("=")
+    return bool(equals) and name.isidentifier()
+
+
+def _after_wrapper_options(wrapper: str, args: list[str]) -> list[str]:
+    """Drop a wrapper's own options (``sudo -u x``, ``timeout 5``, ``nice -n 5``)."""
+    takes_value = {"sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-U"}, "nice": {"-n"}, "env": {"-u", "-C", "-S"}, "ionice": {"-c", "-n"}}
+    while args and args[0].startswith("-") and args[0] != "--":
+        option = args.pop(0)
+        if option in takes_value.get(wrapper, ()) and args:
+            args.pop(0)
+    if args and args[0] == "--":
+        args.pop(0)
+    if wrapper == "timeout" and args:
+        args.pop(0)  # the duration
+    return args
+
+
+def _cd(args: list[str], base: str | None, result: ShellWrites) -> str | None:
+    operands = [a for a in args if not a.startswith("-") or a == "-"]
+    if not operands:
+        result.note("cd to the home folder leaves the repository")
+        return None
+    target = operands[0]
+    if target == "-" or "$" in target or "`" in target:
+        result.note(f"cd {target} goes to a folder known only at run time")
+        return None
+    if target.startswith("~"):
+        target = posixpath.expanduser(target)
+    joined = _join(base, target)
+    return None if joined is None else posixpath.normpath(joined)
+
+
+def _operands(args: list[str], value_options: frozenset[str] = frozenset()) -> tuple[list[str], dict[str, str]]:
+    """Split arguments into operands and options; ``--`` ends options."""
+    operands: list[str] = []
+    options: dict[str, str] = {}
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            operands.extend(args[index + 1 :])
+            break
+        if word.startswith("--") and "=" in word:
+            key, _, value = word.partition("=")
+            options[key] = value
+        elif word in value_options and index + 1 < len(args):
+            options[word] = args[index + 1]
+            index += 1
+        elif word.startswith("-") and len(word) > 1:
+            options[word] = ""
+        else:
+            operands.append(word)
+        index += 1
+    return operands, options
+
+
+def _each(args, base, is_dir, result, value_options=frozenset()):
+    operands, _ = _operands(args, value_options)
+    for operand in operands:
+        _add(operand, base, result)
+
+
+def _tee(args, base, is_dir, result):
+    _each(args, base, is_dir, result, frozenset({"--output-error"}))
+
+
+def _touch(args, base, is_dir, result):
+    _each(args, base, is_dir, result, frozenset({"-d", "-r", "-t", "--date", "--reference"}))
+
+
+def _mkdir(args, base, is_dir, result):
+    _each(args, base, is_dir, result, frozenset({"-m", "--mode"}))
+
+
+def _rm(args, base, is_dir, result):
+    _each(args, base, is_dir, result)
+
+
+def _truncate(args, base, is_dir, result):
+    _each(args, base, is_dir, result, frozenset({"-s", "-r", "--size", "--reference"}))
+
+
+def _chmod(args, base, is_dir, result):
+    operands, options = _operands(args, frozenset({"--reference"}))
+    if "--reference" not in options and operands:
+        operands = operands[1:]  # the mode
+    for operand in operands:
+        _add(operand, base, result)
+
+
+def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozenset({"-t", "--target-directory", "-S", "--suffix"})):
+    """cp/mv/ln/install: the destination (folder/name when it is a folder); mv also
+    deletes its sources."""
+    operands, options = _operands(args, value_options)
+    folder = options.get("-t") or options.get("--target-directory")
+    if folder is not None:
+        sources, destination, into = operands, folder, True
+    elif len(operands) >= 2:
+        sources, destination = operands[:-1], operands[-1]
+        joined = _join(base, destination)
+        into = len(sources) > 1 or (joined is not None and is_dir(joined))
+    else:
+        if operands:
+            result.note("a copy or move without a destination")
+        return
+    if moves:
+        for source in sources:
+            _add(source, base, result)
+    if into:
+        for source in sources:
+            name = posixpath.basename(source.rstrip("/"))
+            _add(posixpath.join(destination, name) if name else destination, base, result)
+    else:
+        _add(destination, base, result)
+
+
+def _cp(args, base, is_dir, result):
+    _copy_like(args, base, is_dir, result, moves=False)
+
+
+def _mv(args, base, is_dir, result):
+    _copy_like(args, base, is_dir, result, moves=True)
+
+
+def _install(args, base, is_dir, result):
+    operands, options = _operands(args, frozenset({"-m", "-o", "-g", "-t", "-S", "--mode", "--owner", "--group", "--target-directory"}))
+    if "-d" in options or "--directory" in options:
+        for operand in operands:
+            _add(operand, base, result)
+        return
+    _copy_like(args, base, is_dir, result, moves=False, value_options=frozenset({"-m", "-o", "-g", "-t", "-S"}))
+
+
+def _dd(args, base, is_dir, result):
+    for word in args:
+        if word.startswith("of="):
+            _add(word[3:], base, result)
+
+
+def _in_place_files(args, base, result, in_place: Callable[[str], tuple[bool, bool, bool]]):
+    """sed -i / perl -i: the file operands, if some option asks for in-place editing.
+
+    ``in_place(cluster)`` -> (is in-place, gives the script, swallows the next word).
+    """
+    editing = False
+    has_script = False
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            operands.extend(args[index + 1 :])
+            break
+        if word.startswith("--"):
+            if word == "--in-place" or word.startswith("--in-place="):
+                editing = True
+            elif word in ("--expression", "--file") and index + 1 < len(args):
+                has_script = True
+                index += 1
+            elif word.startswith(("--expression=", "--file=")):
+                has_script = True
+        elif word.startswith("-") and len(word) > 1:
+            is_in_place, gives_script, takes_next = in_place(word[1:])
+            editing = editing or is_in_place
+            has_script = has_script or gives_script
+            if takes_next:
+                index += 1
+        else:
+            operands.append(word)
+        index += 1
+    if not editing:
+        return
+    if not has_script and operands:
+        operands = operands[1:]  # the first operand is the script
+    for operand in operands:
+        _add(operand, base, result)
+
+
+def _sed_cluster(cluster: str) -> tuple[bool, bool, bool]:
+    """GNU sed: in ``-i[SUFFIX]`` the rest of the cluster is the backup suffix (so
+    ``-ie`` is -i with suffix 'e'); ``-e``/``-f``/``-l`` take the rest or the next word."""
+    for position, letter in enumerate(cluster):
+        if letter == "i":
+            return True, False, False
+        if letter in "efl":
+            return False, letter in "ef", position == len(cluster) - 1
+    return False, False, False
+
+
+def _perl_cluster(cluster: str) -> tuple[bool, bool, bool]:
+    """perl: ``-i[SUFFIX]`` ends the cluster like sed's; ``-e``/``-E`` take the script."""
+    for position, letter in enumerate(cluster):
+        if letter == "i":
+            return True, False, False
+        if letter in "eE":
+            # perl -pie is -p, -i with suffix 'e'; reached only when no 'i' came first.
+            return False, True, position == len(cluster) - 1
+        if letter in "IMmx":
+            return False, False, position == len(cluster) - 1
+    return False, False, False
+
+
+def _sed(args, base, is_dir, result):
+    _in_place_files(args, base, result, _sed_cluster)
+
+
+def _perl(args, base, is_dir, result):
+    _in_place_files(args, base, result, _perl_cluster)
+
+
+def _shell(args, base, is_dir, result, depth):
+    operands, options = _operands(args)
+    script_at = next((i for i, word in enumerate(args) if word == "-c" or (word.startswith("-") and not word.startswith("--") and "c" in word)), None)
+    if script_at is None:
+        if operands:
+            result.note(f"the script {operands[0]!r} may write anything")
+        return
+    if script_at + 1 >= len(args):
+        result.note("-c without a script")
+        return
+    if depth >= _MAX_DEPTH:
+        result.note("shells nested too deep to read")
+        return
+    _read(args[script_at + 1], is_dir, result, base, depth + 1)
+
+
+def _git(args, base, is_dir, result) -> str | None:
+    # git's own options before the verb: -C DIR re-bases, -c k=v is skipped.
+    here = base
+    while args and args[0].startswith("-"):
+        option = args.pop(0)
+        if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and args:
+            value = args.pop(0)
+            if option == "-C":
+                here = _cd([value], here, result)
+            elif option in ("--git-dir", "--work-tree"):
+                result.note(f"git {option} points elsewhere")
+    if not args:
+        return base
+    verb, rest = args[0], args[1:]
+    if verb == "checkout":
+        if "--" in rest:
+            for path in rest[rest.index("--") + 1 :]:
+                _add(path, here, result)
+        else:
+            result.note("git checkout without '--' may switch branches and rewrite any file")
+    elif verb == "restore":
+        operands, options = _operands(rest, frozenset({"-s", "--source"}))
+        staged_only = ("--staged" in options or "-S" in options) and not ("--worktree" in options or "-W" in options)
+        if not staged_only:
+            for path in operands:
+                _add(path, here, result)
+    elif verb == "mv":
+        _copy_like(rest, here, is_dir, result, moves=True, value_options=frozenset())
+    elif verb == "rm":
+        _each(rest, here, is_dir, result)
+    elif verb in _GIT_MANY:
+        result.note(f"git {verb} may rewrite any file")
+    return base
+
+
+_WRITERS: dict[str, Callable] = {
+    "tee": _tee,
+    "sed": _sed,
+    "gsed": _sed,
+    "perl": _perl,
+    "cp": _cp,
+    "mv": _mv,
+    "ln": _cp,
+    "install": _install,
+    "rm": _rm,
+    "rmdir": _rm,
+    "unlink": _rm,
+    "shred": _rm,
+    "touch": _touch,
+    "mkdir": _mkdir,
+    "truncate": _truncate,
+    "dd": _dd,
+    "chmod": _chmod,
+}

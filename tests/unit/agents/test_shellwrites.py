@@ -1,0 +1,220 @@
+"""agents.shellwrites: the files a shell command writes, read before it runs."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.shellwrites import MAX_COMMAND_CHARS, write_targets
+
+CASES = [
+    # redirections
+    ("echo x > src/main.py", ["src/main.py"]),
+    ("echo x >> log.txt", ["log.txt"]),
+    ("make &> build.log", ["build.log"]),
+    ("make &>> build.log", ["build.log"]),
+    ("cmd 2> err.txt", ["err.txt"]),
+    ("cmd 2>/dev/null >out 2>&1", ["out"]),
+    ("cmd >| forced", ["forced"]),
+    ("cmd <> rw", ["rw"]),
+    ("cmd >&out.txt", ["out.txt"]),
+    ("cmd < input.txt", []),
+    ("grep x a.py", []),
+    ('echo "a > b" > c', ["c"]),
+    ("echo x # > not-a-target", []),
+    # tee, sed -i, perl -i
+    ("ls | tee -a listing.txt other.txt", ["listing.txt", "other.txt"]),
+    ("sed -i s/a/b/ src/main.py", ["src/main.py"]),
+    ("sed -i.bak 's/a/b/' a.py b.py", ["a.py", "b.py"]),
+    ("sed -ie s/x/y/ f", ["f"]),  # GNU: -i with the suffix 'e'
+    ("sed -n -e p -i f g", ["f", "g"]),
+    ("sed --in-place --expression=s/a/b/ f", ["f"]),
+    ("sed s/a/b/ f", []),
+    ("perl -pi -e 's/a/b/' f", ["f"]),
+    ("perl -i -pe s/a/b/ f g", ["f", "g"]),
+    # file utilities
+    ("cp a.py b.py", ["b.py"]),
+    ("cp a.py b.py dir", ["dir/a.py", "dir/b.py"]),
+    ("cp -r src/ dest/", ["dest/src"]),
+    ("cp -t out a b", ["out/a", "out/b"]),
+    ("mv old.py new.py", ["old.py", "new.py"]),
+    ("rm -rf build dist", ["build", "dist"]),
+    ("rm -- -weird", ["-weird"]),
+    ("touch -d yesterday a b", ["a", "b"]),
+    ("mkdir -p -m 755 src/new", ["src/new"]),
+    ("truncate -s 0 log", ["log"]),
+    ("ln -s target link", ["link"]),
+    ("dd if=/dev/zero of=disk.img bs=1k", ["disk.img"]),
+    ("chmod +x run.sh", ["run.sh"]),
+    ("install -m 644 a.cfg etc/a.cfg", ["etc/a.cfg"]),
+    # git
+    ("git checkout -- a.py b.py", ["a.py", "b.py"]),
+    ("git checkout HEAD~1 -- a.py", ["a.py"]),
+    ("git restore a.py", ["a.py"]),
+    ("git restore --source HEAD~2 a.py", ["a.py"]),
+    ("git restore --staged a.py", []),
+    ("git restore --staged --worktree a.py", ["a.py"]),
+    ("git mv a.py b.py", ["a.py", "b.py"]),
+    ("git rm -r --cached old", ["old"]),
+    ("git -C sub rm x", ["sub/x"]),
+    ("git status && git diff", []),
+    # lists, pipes, cd
+    ("cd src && echo x >> a.py; tee b < d | cat", ["src/a.py", "src/b"]),
+    ("cd src; cd api && rm x", ["src/api/x"]),
+    ("(cd sub && rm a); rm b", ["sub/a", "b"]),
+    ("a&&b>c;d", ["c"]),
+    ("echo a\nrm b", ["b"]),
+    ("true || rm -f x", ["x"]),
+    ("FOO=1 sudo -u root env X=1 touch q", ["q"]),
+    ("timeout 5 rm x", ["x"]),
+    ("if true; then rm x; fi", ["x"]),
+    ('bash -c "rm -rf build"', ["build"]),
+    ("sh -c 'cd src && touch y'", ["src/y"]),
+    ("cat > f <<EOF\nrm q\nEOF\ntouch z", ["f", "z"]),
+    ("cat <<'EOF' > f\nhello 'world\nEOF", ["f"]),
+    ("rm ~/outside", None),  # expanded by the caller's home: checked below
+    ("echo x > /abs/path", ["/abs/path"]),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), [c for c in CASES if c[1] is not None])
+def test_targets(command: str, expected: list[str]) -> None:
+    found = write_targets(command)
+    assert found.targets == expected
+    assert not found.unknown, found.unknown
+
+
+def test_home_is_expanded() -> None:
+    found = write_targets("rm ~/outside")
+    assert len(found.targets) == 1 and found.targets[0].endswith("/outside") and not found.targets[0].startswith("~")
+
+
+UNKNOWN = [
+    ("echo x > $OUT", "variable"),
+    ("echo $(rm x)", "command substitution"),
+    ("echo `date` > f", "command substitution"),
+    ("git checkout main", "switch branches"),
+    ("git reset --hard", "git reset"),
+    ("git stash pop", "git stash"),
+    ("find . -name '*.pyc' -delete", "find"),
+    ("ls | xargs rm", "xargs"),
+    ("eval 'rm x'", "eval"),
+    ('echo "unterminated', "cannot be split"),
+    ("cd $DIR && rm x", "run time"),
+    ("cd && rm x", "home"),
+    ("diff <(a) <(b)", "process substitution"),
+    ("bash script.sh", "script"),
+    ("echo x >", "no target"),
+]
+
+
+@pytest.mark.parametrize(("command", "reason"), UNKNOWN)
+def test_unreadable_parts_are_unknown(command: str, reason: str) -> None:
+    found = write_targets(command)
+    assert any(reason in why for why in found.unknown), found
+
+
+def test_unknown_keeps_what_it_did_read() -> None:
+    found = write_targets("echo $(rm x) > $OUT; touch y")
+    assert found.targets == ["x", "y"]
+    assert found.unknown
+
+
+def test_cd_to_unknown_drops_later_relative_targets_but_not_absolute() -> None:
+    found = write_targets("cd $X && rm a /abs/b")
+    assert found.targets == ["/abs/b"]
+    assert found.unknown
+
+
+def test_globs_are_left_to_the_caller() -> None:
+    found = write_targets("rm src/*.pyc; touch 'x[1].txt'")
+    assert found.globs == ["src/*.pyc", "x[1].txt"]
+    assert found.targets == []
+
+
+def test_is_dir_decides_copy_into_folder() -> None:
+    assert write_targets("cp a.py dest", is_dir=lambda p: p == "dest").targets == ["dest/a.py"]
+    assert write_targets("cp a.py dest", is_dir=lambda p: False).targets == ["dest"]
+    assert write_targets("cd x && mv a.py dest", is_dir=lambda p: p == "x/dest").targets == ["x/a.py", "x/dest/a.py"]
+
+
+def test_huge_or_non_text_input_is_unknown_not_a_crash() -> None:
+    assert write_targets("x" * (MAX_COMMAND_CHARS + 1)).unknown
+    assert write_targets(None).unknown  # type: ignore[arg-type]
+
+
+def test_nested_shells_are_bounded() -> None:
+    command = "rm x"
+    for _ in range(5):
+        command = f"bash -c {shlex.quote(command)}"
+    assert any("nested" in why for why in write_targets(command).unknown)
+    assert write_targets("bash -c 'sh -c \"rm x\"'").targets == ["x"]
+
+
+# --------------------------------------------------------------------------- properties
+
+NAMES = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\x00/*?[$`~\\"), min_size=1, max_size=12).filter(
+    lambda n: n not in (".", "..") and not n.startswith("-")
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_never_raises_on_any_text(text: str) -> None:
+    found = write_targets(text)
+    assert all(isinstance(p, str) for p in found.targets + found.globs)
+
+
+WRITERS = [
+    lambda f: f"echo hi > {f}",
+    lambda f: f"printf x >> {f}",
+    lambda f: f"sed -i s/a/b/ {f}",
+    lambda f: f"tee {f}",
+    lambda f: f"rm -f {f}",
+    lambda f: f"touch {f}",
+    lambda f: f"cp /etc/hostname {f}",
+    lambda f: f"git checkout -- {f}",
+    lambda f: f"git restore {f}",
+    lambda f: f"truncate -s 0 {f}",
+]
+OPERATOR_CHARS = set(";&|<>()\n")
+
+
+def looks_like_operator(name: str) -> bool:
+    """shlex returns such a name, even quoted, as operator characters ('<<-' included)."""
+    return OPERATOR_CHARS.issuperset(name.replace("-", "")) and name.replace("-", "") != ""
+
+
+JOINERS = [" && ", "; ", " | ", "\n", " || "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(range(len(WRITERS))), NAMES), min_size=1, max_size=5),
+    st.sampled_from(JOINERS),
+    st.lists(st.sampled_from(["ls", "grep -r x .", "git status", "echo done"]), max_size=3),
+)
+def test_every_written_name_is_found_however_quoted(writes, joiner, readers) -> None:
+    """Each writer's target is found, whatever characters its (quoted) name holds, and
+    read-only commands between them add nothing.  The one blind spot of splitting with
+    shlex: a quoted name made only of operator characters (';', '&&') reads as the
+    operator; the reading then says it is incomplete instead of missing it silently."""
+    parts = [WRITERS[index](shlex.quote(name)) for index, name in writes] + readers
+    found = write_targets(joiner.join(parts))
+    names = {name for _, name in writes}
+    for name in names:
+        if looks_like_operator(name):
+            assert name in found.targets or found.unknown
+        else:
+            assert name in found.targets
+    assert set(found.targets) - {"/etc/hostname"} <= names
+
+
+@settings(max_examples=200, deadline=None)
+@given(NAMES.filter(lambda n: not looks_like_operator(n)), NAMES.filter(lambda n: not looks_like_operator(n)))
+def test_cd_prefix_joins(folder: str, name: str) -> None:
+    found = write_targets(f"cd {shlex.quote(folder)} && echo x > {shlex.quote(name)}")
+    assert found.targets == [f"{folder}/{name}"]
