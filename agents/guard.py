@@ -6,6 +6,11 @@ As an agent (``LOCKSTEP_AGENT``, as ``lockstep run`` sets it) each touched file 
 write intent: blocked files stop the commit, allowed ones are claimed for the agent
 (committing a file is writing it).  Without an agent name (a person committing) a file
 is refused if any live agent holds a claim on it.
+
+A rename or copy touches two names and both are checked: ``git mv held.py x.py`` takes
+``held.py`` away from its holder as surely as editing it.  Every deleted path is checked
+too.  The names come from ``--name-status -z`` (NUL-separated, so any file name reads
+back exactly), with rename detection on whatever the user's configuration says.
 """
 
 from __future__ import annotations
@@ -33,10 +38,28 @@ def _git(cwd: Path, *args: str) -> str:
         raise GuardError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
 
 
+def name_status_paths(out: str) -> list[str]:
+    """Every path named in ``git ... --name-status -z`` output: both names of a rename
+    (``R``) or copy (``C``), one for any other status; first-seen order, no repeats."""
+    fields = out.split("\0")
+    paths: list[str] = []
+    index = 0
+    while index < len(fields):
+        status = fields[index]
+        if not status:
+            index += 1
+            continue
+        names = 2 if status[:1] in ("R", "C") else 1
+        paths.extend(name for name in fields[index + 1 : index + 1 + names] if name)
+        index += 1 + names
+    return list(dict.fromkeys(paths))
+
+
 def staged_files(worktree: Path) -> list[str]:
-    """Repo-relative paths the commit would add or change (not deletions' targets only)."""
-    out = _git(worktree, "diff", "--cached", "--name-only", "--diff-filter=ACMRD", "-z")
-    return [p for p in out.split("\0") if p]
+    """Repo-relative paths the commit would add, change, delete, rename or copy (both
+    names of a rename or copy)."""
+    out = _git(worktree, "diff", "--cached", "--name-status", "-z", "-M", "--diff-filter=ACMRDT")
+    return name_status_paths(out)
 
 
 def pushed_files(worktree: Path, updates: str) -> list[str]:
@@ -49,10 +72,10 @@ def pushed_files(worktree: Path, updates: str) -> list[str]:
             continue  # a deletion pushes no files
         local, remote = parts[1], parts[3]
         if remote == ZERO_SHA:  # a new branch: what it has beyond every remote branch
-            out = _git(worktree, "log", "--format=", "--name-only", local, "--not", "--remotes")
+            out = _git(worktree, "log", "--format=", "--name-status", "-z", "-M", local, "--not", "--remotes")
         else:
-            out = _git(worktree, "diff", "--name-only", f"{remote}..{local}")
-        files.update(p for p in out.splitlines() if p)
+            out = _git(worktree, "diff", "--name-status", "-z", "-M", f"{remote}..{local}")
+        files.update(name_status_paths(out))
     return sorted(files)
 
 

@@ -115,7 +115,8 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
     from protocol.discovery import locate
 
     try:
-        target = repo_relative(path, locate(cwd), cwd)
+        # An editor names one concrete file: its '[', '*' or '?' are part of the name.
+        target = repo_relative(path, locate(cwd), cwd, literal=True)
     except PeerError:
         return "allow", "outside the repository"
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:

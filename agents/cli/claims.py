@@ -39,18 +39,21 @@ def _claim_payload(reply: m.Granted | m.Refused) -> dict:
 @click.option("--shared", is_flag=True, help="Claim for shared use (others may share it; nobody may take it exclusively).")
 @click.option("--ttl", metavar="S", help="Release the claim by itself after this long (e.g. 30m).")
 @click.option("--wait", metavar="S", help="If refused, keep trying for up to this long.")
+@click.option("--literal", is_flag=True, help="Each PATH is one file or folder named as written: [, * and ? are not globs.")
 @agent_option
 @click.option("--pid", type=int, help="With a new agent name: its session lives as long as this local process.")
 @endpoint_option
 @json_option
 @handle_errors
-def claim(paths, shared, ttl, wait, agent, pid, endpoint, as_json):
+def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     """Claim files, folders (dir/) or globs (src/**/*.py) for an agent.
 
     A multi-path claim is all-or-nothing and gets one fencing token. Exit 0 when
-    granted (warnings included), 1 when refused (the holders are named).
+    granted (warnings included), 1 when refused (the holders are named). A file
+    whose name holds glob characters is claimed with --literal, or escaped:
+    app/\\[slug]/page.tsx (a backslash before *, ?, [ or ] means that character).
     """
-    patterns = _paths(paths)
+    patterns = _paths(paths, literal=literal)
     ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
     wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
 
@@ -108,12 +111,16 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--token", type=int, help="The fencing token of the grant this write relies on.")
+@click.option("--literal", is_flag=True, help="Each PATH is one file, even if its name holds [, * or ?.")
 @agent_option
 @endpoint_option
 @json_option
 @handle_errors
-def intent(paths, token, agent, endpoint, as_json):
+def intent(paths, token, literal, agent, endpoint, as_json):
     """Ask before writing these files: allow, warn or block.
+
+    A PATH that exists as written is that file even if its name holds glob characters
+    (app/[slug]/page.tsx); a new one needs --literal or escapes (app/\\[slug]/page.tsx).
 
     In the parallel modes an allowed intent on an unclaimed path claims it for the
     writer (auto-claim). With --token, the write is refused unless that token is the
@@ -121,4 +128,4 @@ def intent(paths, token, agent, endpoint, as_json):
     """
     from .fast import intent as intent_verb
 
-    intent_verb(paths, token, agent, endpoint, as_json=as_json)
+    intent_verb(paths, token, agent, endpoint, as_json=as_json, literal=literal)

@@ -24,12 +24,12 @@ from .output import echo, handle_errors, need_agent, out, repo_paths
 
 
 @handle_errors
-def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoint: str | None, as_json: bool) -> None:
+def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoint: str | None, as_json: bool, literal: bool = False) -> None:
     """`lockstep intent PATHS`: allow / warn (exit 0) or block (exit 1)."""
     from agents.oneshot import open_oneshot
     from protocol.errors import EXIT_REFUSED
 
-    targets = repo_paths(paths)
+    targets = repo_paths(paths, literal=literal, concrete=True)
     with open_oneshot(need_agent(agent), endpoint=endpoint) as session:
         reply = session.intent(targets, token=token)
     payload = {
@@ -102,7 +102,7 @@ def _parse(args: list[str], flags: set[str], values: set[str]) -> tuple[dict, li
 
 
 def _fast_intent(args: list[str]) -> Callable[[], None] | None:
-    parsed = _parse(args, {"--json"}, {"--agent", "--endpoint", "--token"})
+    parsed = _parse(args, {"--json", "--literal"}, {"--agent", "--endpoint", "--token"})
     if parsed is None or not parsed[1]:
         return None
     options, paths = parsed
@@ -112,7 +112,7 @@ def _fast_intent(args: list[str]) -> Callable[[], None] | None:
             return None  # let click judge anything but plain digits
         token = int(token)
     agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
-    return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options)
+    return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options, literal="--literal" in options)
 
 
 def _fast_hook_claude(args: list[str]) -> Callable[[], None] | None:

@@ -44,6 +44,44 @@ def hook_claude(fail_closed, endpoint, as_json):
     hook_claude_verb(fail_closed, endpoint, as_json=as_json)
 
 
+@hook.command("install")
+@click.argument("client", type=click.Choice(["claude", "codex", "gemini"]))
+@click.option("--project", "scope", flag_value="project", default=True, help="This worktree's settings (the default).")
+@click.option("--user", "scope", flag_value="user", help="Your user settings, for every project.")
+@click.option("--uninstall", is_flag=True, help="Take Lockstep's hooks out instead.")
+@click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing.")
+@click.option("--command", "command", metavar="CMD", help="The hook command to register (default: lockstep hook CLIENT).")
+@json_option
+@handle_errors
+def hook_install(client, scope, uninstall, dry_run, command, as_json):
+    """Register (or with --uninstall remove) Lockstep's hooks in a client's settings:
+    .claude/settings.json, .codex/hooks.json or .gemini/settings.json (--project, in
+    the worktree) or the same under your home folder (--user).
+
+    Merges with what is there and touches nothing else; running it again changes
+    nothing. Claude Code: PreToolUse/PostToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash,
+    Stop, SubagentStop, UserPromptSubmit. Codex: PreToolUse/PostToolUse on
+    Bash|apply_patch, Stop, UserPromptSubmit. Gemini CLI: BeforeTool/AfterTool on
+    write_file|replace|run_shell_command, AfterAgent, BeforeAgent.
+    """
+    from agents import hook_install as installer
+
+    worktree = discovery.locate().worktree if scope == "project" else None
+    path = installer.settings_path(client, scope, worktree)
+    change = installer.plan(client, path, command=command, uninstall=uninstall)
+    if not dry_run:
+        installer.apply(change)
+    if as_json:
+        click.echo(json.dumps({"path": str(path), "changed": change.changed, "dry_run": dry_run, "uninstall": uninstall, "diff": change.diff()}))
+        return
+    if dry_run:
+        click.echo(change.diff() or f"{path}: nothing to change")
+    elif not change.changed:
+        click.echo(f"{path}: already {'without' if uninstall else 'with'} Lockstep's {client} hooks")
+    else:
+        click.echo(f"{path}: Lockstep's {client} hooks {'removed' if uninstall else 'installed'}")
+
+
 # ---------------------------------------------------------------------- git guard
 
 
@@ -91,8 +129,9 @@ def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: st
 def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bool, str]:
     """(blocked, reason): as an agent, by write intents; as a person, by live claims."""
     from protocol import messages as m
-    from protocol.paths import Pattern, overlaps
+    from protocol.paths import Pattern, escape, overlaps
 
+    files = [escape(path) for path in files]  # git names files: '[' in a name is a '['
     if agent:
         from agents.oneshot import open_oneshot
 

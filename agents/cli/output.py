@@ -8,6 +8,7 @@ hot verbs) uses them directly, so both paths print the same bytes and exit the s
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import wraps
 from typing import Any, Callable
@@ -106,13 +107,17 @@ def need_agent(agent: str | None) -> str:
     return agent
 
 
-def repo_paths(args: tuple[str, ...] | list[str]) -> list[str]:
-    """Command-line paths (relative to the current directory) as repo-relative patterns."""
+def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concrete: bool = False) -> list[str]:
+    """Command-line paths (relative to the current directory) as repo-relative patterns.
+
+    ``literal``: each is one file, glob characters included.  ``concrete`` (intents,
+    which name files): a path that exists as written is that file, even if its name
+    holds ``[``, ``*`` or ``?``; otherwise it is read as a pattern (and a glob refused)."""
     from agents.paths import repo_relative
     from protocol import discovery
 
     place = discovery.locate()
-    return [repo_relative(arg, place) for arg in args]
+    return [repo_relative(arg, place, literal=literal or (concrete and os.path.lexists(arg))) for arg in args]
 
 
 def as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:

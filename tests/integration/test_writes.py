@@ -1,0 +1,74 @@
+"""Writes Lockstep must see: renames and deletes at commit, files named with glob
+characters, against a real coordinator and real git worktrees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from .conftest import LOCKSTEP, cli, env_for, status
+
+FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hooks"
+
+
+def _git(cwd, *args, env=None):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env_for(env), timeout=60)
+
+
+def _fixture(client: str, name: str, cwd: Path) -> dict:
+    """A recorded payload with its '/repo' paths moved into a real worktree."""
+    text = (FIXTURES / client / name).read_text().replace("/repo", str(cwd))
+    return json.loads(text)
+
+
+def _hook(client: str, event: dict, cwd: Path, env: dict | None = None, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOCKSTEP, "hook", client, *flags], input=json.dumps(event), cwd=cwd,
+                          env=env_for(env), capture_output=True, text=True, timeout=60)
+
+
+def test_the_guard_refuses_a_rename_or_delete_of_a_held_file(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert _git(repo.other, "mv", "src/app.py", "src/renamed.py").returncode == 0
+    as_bob = _git(repo.other, "commit", "-qm", "rename", env={"LOCKSTEP_AGENT": "bob"})
+    assert as_bob.returncode != 0 and "alice" in as_bob.stderr
+    as_person = _git(repo.other, "commit", "-qm", "rename")
+    assert as_person.returncode != 0 and "src/app.py (held by alice)" in as_person.stderr
+    # a plain deletion is refused the same way
+    assert _git(repo.other, "reset", "-q", "--hard").returncode == 0
+    assert _git(repo.other, "rm", "-q", "src/app.py").returncode == 0
+    deleted = _git(repo.other, "commit", "-qm", "delete", env={"LOCKSTEP_AGENT": "bob"})
+    assert deleted.returncode != 0 and "alice" in deleted.stderr
+    assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert _git(repo.other, "commit", "-qm", "delete", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
+
+
+def test_a_file_named_with_glob_characters_is_coordinated_end_to_end(repo, coordinator):
+    coordinator(*FAST)
+    page = repo.root / "app" / "[slug]" / "page.tsx"
+    page.parent.mkdir(parents=True)
+    page.write_text("export default function Page() { return null }\n")
+    assert _git(repo.root, "add", ".").returncode == 0 and _git(repo.root, "commit", "-qm", "page").returncode == 0
+    _git(repo.other, "merge", "-q", "main")
+    # a glob would be refused as an intent; the literal claim takes exactly that file
+    claimed = cli("claim", "--literal", "app/[slug]/page.tsx", "--agent", "alice", "--json", cwd=repo.root)
+    assert claimed.rc == 0 and claimed.json["patterns"] == ["app/\\[slug]/page.tsx"]
+    # the escaped spelling names the same file
+    again = cli("claim", "app/\\[slug]/page.tsx", "--agent", "alice", "--json", cwd=repo.root)
+    assert again.rc == 0 and again.json["patterns"] == ["app/\\[slug]/page.tsx"]
+    # Claude Code's Write of that file by another agent is denied, naming the holder
+    event = _fixture("claude", "pre_tool_use_write.json", repo.other)
+    denied = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+    decision = json.loads(denied.stdout)["hookSpecificOutput"]
+    assert denied.returncode == 0 and decision["permissionDecision"] == "deny" and "alice" in decision["permissionDecisionReason"]
+    # intent on the existing file is that file, not a glob
+    blocked = cli("intent", "app/[slug]/page.tsx", "--agent", "bob", "--json", cwd=repo.other)
+    assert blocked.rc == 1 and blocked.json["holders"] == ["alice"]
+    # a sibling folder whose name a class would match is a different file
+    sibling = cli("intent", "--literal", "app/s/page.tsx", "--agent", "bob", "--json", cwd=repo.other)
+    assert sibling.rc == 0 and sibling.json["verdict"] == "allow"
+    holders = {c["pattern"]: c["holder"] for c in status(repo)["claims"]}
+    assert holders["app/\\[slug]/page.tsx"] == "alice" and holders["app/s/page.tsx"] == "bob"
