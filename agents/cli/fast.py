@@ -112,7 +112,8 @@ def _fast_intent(args: list[str]) -> Callable[[], None] | None:
             return None  # let click judge anything but plain digits
         token = int(token)
     agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
-    return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options, literal="--literal" in options)
+    extra = {"literal": True} if "--literal" in options else {}
+    return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options, **extra)
 
 
 def _fast_hook_claude(args: list[str]) -> Callable[[], None] | None:
