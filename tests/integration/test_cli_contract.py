@@ -129,6 +129,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         run("lockstep guard pre-push", "--json", "origin", "url", stdin="")
         event = {"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {"file_path": "src/other.py"}, "cwd": str(repo.root)}
         run("lockstep hook claude", "--json", stdin=json.dumps(event))
+        run("lockstep hook install", "claude", "--dry-run", "--json")
         calls = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "intent", "arguments": {"paths": ["src/app.py"]}}},
