@@ -42,10 +42,20 @@ EXPIRED = ("session_expired", "unknown_session")  # error codes that mean "say h
 
 
 def default_timeout() -> float:
-    try:
-        return float(os.environ.get("LOCKSTEP_TIMEOUT", DEFAULT_TIMEOUT))
-    except ValueError:
+    """``LOCKSTEP_TIMEOUT`` in seconds (default 2); anything but a positive number is
+    bad input, not silently the default."""
+    text = os.environ.get("LOCKSTEP_TIMEOUT")
+    if text is None or text.strip() == "":
         return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        from protocol.errors import UsageError
+
+        raise UsageError(f"LOCKSTEP_TIMEOUT={text!r}: use a positive number of seconds, e.g. LOCKSTEP_TIMEOUT=5")
+    return value
 
 
 class CoordinatorUnreachable(LockstepError):

@@ -58,7 +58,8 @@ class CheckHandlers:
             reason = (
                 f"{agent.name} has had {reg.failing_rounds[agent.name]} failing verify rounds this turn "
                 f"(max_repair_loops = {self.settings.max_repair_loops}); not re-running. "
-                f"The failure report of job {last.job if last else '?'} stands: {failed} failed"
+                f"The failure report of job {last.job if last else '?'} stands: {failed} failed. "
+                "Fix the failures, then start a new turn: `lockstep verify --new-turn`"
             )
             self._record(rec.VerifyRefused(agent=agent.name, session=agent.session, reason=reason))
             self._publish("verify.refused", agent.name, {"reason": reason})

@@ -55,9 +55,28 @@ def locate(cwd: str | os.PathLike | None = None) -> Place:
             check=True,
         ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
+        inside = _inside_git_dir(start)
+        if inside is not None:
+            return inside
         return Place(worktree=start, repo_id=str(start), state_dir=start / ".lockstep", in_git=False)
     worktree = Path(out[0]).resolve()
     common = (start / out[1]).resolve()
+    return Place(worktree=worktree, repo_id=str(common), state_dir=common / "lockstep", in_git=True)
+
+
+def _inside_git_dir(start: Path) -> Place | None:
+    """From inside ``.git`` (where git commands work but there is no work tree): the
+    same repository, so ``lockstep status`` answers there as ``git log`` does."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--git-common-dir", "--is-inside-git-dir"], cwd=start, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if len(out) < 2 or out[1] != "true":
+        return None
+    common = (start / out[0]).resolve()
+    worktree = common.parent if common.name == ".git" else common
     return Place(worktree=worktree, repo_id=str(common), state_dir=common / "lockstep", in_git=True)
 
 

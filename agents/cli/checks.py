@@ -133,6 +133,14 @@ def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float |
     _finish(gate, as_json)
 
 
+def _inside_worktree(path: str, what: str) -> None:
+    """Checks look at this worktree's files: a path outside it is bad input (exit 2)."""
+    top = discovery.locate().worktree.resolve()
+    target = Path(os.getcwd(), path).resolve()
+    if target != top and top not in target.parents:
+        raise Failure("bad_path", f"{what} {path} is outside this worktree ({top}): checks look at the repository's files", EXIT_USAGE)
+
+
 # ---------------------------------------------------------------------- check
 
 
@@ -161,6 +169,7 @@ def _common(fn):
 @_common
 def check_write(path, sha256, name, timeout, agent, endpoint, as_json):
     """Read PATH back and compare its SHA-256 with HEX ("write lost" if different)."""
+    _inside_worktree(path, "PATH")
     _check("write", {"path": path, "sha256": sha256}, name, timeout, agent, endpoint, as_json)
 
 
@@ -171,6 +180,7 @@ def check_write(path, sha256, name, timeout, agent, endpoint, as_json):
 def check_build(directory, pattern, name, timeout, agent, endpoint, as_json):
     """The newest artifact in DIRECTORY must differ from the last recorded build
     ("build produced nothing" otherwise)."""
+    _inside_worktree(directory, "DIRECTORY")
     _check("build", {"dir": directory, "pattern": pattern}, name, timeout, agent, endpoint, as_json)
 
 

@@ -54,6 +54,11 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     app/\\[slug]/page.tsx (a backslash before *, ?, [ or ] means that character).
     """
     patterns = _paths(paths, literal=literal)
+    if pid is not None:
+        import psutil
+
+        if pid <= 0 or not psutil.pid_exists(pid):
+            raise Failure("bad_request", f"--pid {pid}: no such process on this machine", EXIT_USAGE)
     ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
     wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
 
@@ -98,6 +103,8 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
     else:
         if not paths and not release_all:
             raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
+        if paths and release_all:
+            raise Failure("bad_request", f"--all releases every claim, so PATHs ({' '.join(paths)}) make no sense with it: pass one or the other", EXIT_USAGE)
         patterns = _paths(paths) if paths else []
 
         def body(session):

@@ -117,7 +117,27 @@ def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concret
     from protocol import discovery
 
     place = discovery.locate()
-    return [repo_relative(arg, place, literal=literal or (concrete and os.path.lexists(arg))) for arg in args]
+    patterns = []
+    for arg in args:
+        as_file = literal or (concrete and os.path.lexists(arg))
+        if not as_file:
+            refuse_braces(arg)
+        patterns.append(repo_relative(arg, place, literal=as_file))
+    return patterns
+
+
+def refuse_braces(arg: str) -> None:
+    """``src/{a,b}.py`` is refused, not claimed as a literal name: Lockstep does not
+    expand braces (a shell does, unless the word is quoted)."""
+    import re
+
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", arg)
+    if match is None:
+        return
+    expanded = " ".join(arg[: match.start()] + part + arg[match.end() :] for part in match.group(1).split(","))
+    from protocol.errors import UsageError
+
+    raise UsageError(f"{arg}: braces are not expanded; name each path: {expanded} (or --literal for a file named so)", code="bad_path")
 
 
 def as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:

@@ -88,18 +88,13 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     rpc, pub = discovery.default_endpoints(state_dir)
     rpc = discovery.check_endpoint(endpoint or os.environ.get("LOCKSTEP_ENDPOINT") or rpc)
     pub = discovery.check_endpoint(pub_endpoint or (_pub_beside(rpc) if endpoint else pub))
-    if detach:
-        return _serve_detached(place, as_json)
     try:
         lock_fd = discovery.acquire_serve_lock(state_dir)
     except discovery.AlreadyServing as exc:
-        info = exc.info
-        raise Failure(
-            "already_serving",
-            f"a coordinator is already serving {place.repo_id} (pid {info.get('pid', '?')}, "
-            f"endpoint {', '.join(info.get('endpoints', ['?']))}); stop it with `lockstep stop`",
-            EXIT_REFUSED,
-        ) from None
+        raise _already_serving(place, exc.info) from None
+    if detach:
+        os.close(lock_fd)  # the background child takes it; a running one was named above, its log untouched
+        return _serve_detached(place, as_json)
     _setup_logging(state_dir, foreground=not os.environ.get(DETACHED_ENV))
     from coordinator.server import Server
 
@@ -123,6 +118,17 @@ def _setup_logging(state_dir: Path, foreground: bool) -> None:
     if foreground:  # a detached coordinator's stderr is the log file already
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True)
+
+
+def _already_serving(place: discovery.Place, info: dict) -> Failure:
+    since = info.get("started")
+    when = f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" if isinstance(since, (int, float)) else ""
+    return Failure(
+        "already_serving",
+        f"already serving {place.repo_id} (pid {info.get('pid', '?')}{when}, "
+        f"endpoint {', '.join(info.get('endpoints', ['?']))}); stop it with `lockstep stop`",
+        EXIT_REFUSED,
+    )
 
 
 def _serve_detached(place: discovery.Place, as_json: bool) -> None:
