@@ -82,7 +82,7 @@ _GIT_MANY = frozenset(
 _GLOB_CHARS = frozenset("*?[")
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
 # '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
-_HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
+_HEREDOC = re.compile(r"<<(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
 
 
 @dataclass
@@ -183,7 +183,7 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
             if words and words[-1].isdigit():
                 words.pop()  # '2>' arrives as '2' then '>': the 2 is a descriptor
             target = tokens[index + 1] if index + 1 < len(tokens) else None
-            if target is None or target in _SEPARATORS or target in "()":
+            if target is None or _OPERATOR_CHARS.issuperset(target):
                 result.note(f"a redirection {token!r} has no target")
             elif token in _WRITE_REDIRECTS or (token == ">&" and not _is_descriptor(target)):
                 redirects.append(target)
@@ -191,7 +191,11 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
             else:
                 index += 1  # a read, or a descriptor duplication: no file written
         elif token in _HEREDOCS:
-            index += 1  # the delimiter; the body was cut out before splitting
+            delimiter = tokens[index + 1] if index + 1 < len(tokens) else ""
+            if not delimiter or _OPERATOR_CHARS.issuperset(delimiter):
+                result.note(f"a here-document {token!r} without a delimiter")
+            else:
+                index += 1  # the delimiter; the body was cut out before splitting
         elif "$(" in token or "`" in token:
             result.note("a command substitution is run at run time")
             words.append(token)
@@ -201,6 +205,35 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
             words.append(token)
         index += 1
     finish()
+
+
+def _heredocs_in(line: str) -> list[tuple[str, str]]:
+    """The (strip-tabs flag, delimiter) of each here-document a line opens: a ``<<``
+    outside quotes ('<<0' quoted is a file name, not a here-document)."""
+    found = []
+    quote = ""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"':
+                index += 1
+        elif char == "\\":
+            index += 1
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1] in " \t;&|("):
+            break  # a comment
+        elif line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
+            match = _HEREDOC.match(line, index)
+            if match:
+                found.append(match.groups())
+                index = match.end()
+                continue
+        index += 1
+    return found
 
 
 def _cut_heredocs(command: str) -> str:
@@ -215,7 +248,7 @@ def _cut_heredocs(command: str) -> str:
         line = lines[index]
         kept.append(line)
         index += 1
-        for strip_tabs, delimiter in _HEREDOC.findall(line):
+        for strip_tabs, delimiter in _heredocs_in(line):
             while index < len(lines):
                 body = lines[index]
                 index += 1
@@ -354,6 +387,8 @@ def _operands(args: list[str], value_options: frozenset[str] = frozenset()) -> t
 
 def _each(args, base, is_dir, result, value_options=frozenset()):
     operands, _ = _operands(args, value_options)
+    if not operands:
+        result.note("a writing command names no file (an operator where its file should be?)")
     for operand in operands:
         _add(operand, base, result)
 
@@ -470,6 +505,8 @@ def _in_place_files(args, base, result, in_place: Callable[[str], tuple[bool, bo
         return
     if not has_script and operands:
         operands = operands[1:]  # the first operand is the script
+    if not operands:
+        result.note("an in-place edit names no file (an operator where its file should be?)")
     for operand in operands:
         _add(operand, base, result)
 
@@ -538,7 +575,10 @@ def _git(args, base, is_dir, result) -> str | None:
     verb, rest = args[0], args[1:]
     if verb == "checkout":
         if "--" in rest:
-            for path in rest[rest.index("--") + 1 :]:
+            paths = rest[rest.index("--") + 1 :]
+            if not paths:
+                result.note("git checkout -- names no file")
+            for path in paths:
                 _add(path, here, result)
         else:
             result.note("git checkout without '--' may switch branches and rewrite any file")
@@ -546,6 +586,8 @@ def _git(args, base, is_dir, result) -> str | None:
         operands, options = _operands(rest, frozenset({"-s", "--source"}))
         staged_only = ("--staged" in options or "-S" in options) and not ("--worktree" in options or "-W" in options)
         if not staged_only:
+            if not operands:
+                result.note("git restore names no file")
             for path in operands:
                 _add(path, here, result)
     elif verb == "mv":
