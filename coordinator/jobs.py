@@ -37,16 +37,18 @@ import trio
 
 from ledger import Ledger
 from ledger import records as rec
-from probes import checklogs
+from probes import checklogs, environment
 from probes import plan as plans
-from probes.config import Config, ConfigError, Probe, load_config
+from probes.config import Check, Config, ConfigError, Probe, load_config
 from probes.model import ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool
 from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
+from protocol.paths import Pattern
 
+from . import autofix, policy
 from .effects import Effect, Send, StartJob
 
 if TYPE_CHECKING:
@@ -66,6 +68,8 @@ class JobView:
     total: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
     gate: m.Gate | None = None
+    about: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> where and how it ran
+    worktree: Path | None = None  # where a verify run's checks run
     started: float = field(default_factory=time.monotonic)
 
     def reply(self, req: int) -> m.JobReply:
@@ -160,7 +164,11 @@ class JobRunner:
             else:
                 specs = await self._specs(view, request)
                 view.total = len(specs)
-                results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+                if view.kind == "verify":
+                    results = await self._run_verify(view, specs)
+                else:
+                    results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+                results = [self._annotated(view, r) for r in results]
                 gate = self._gate(view, results)
         except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
             gate = m.Gate(subject=view.kind, verdict="fail", reason=getattr(exc, "message", str(exc)), job=view.job, agent=view.agent)
@@ -174,6 +182,33 @@ class JobRunner:
             gate = msgspec.structs.replace(gate, responses=responses)
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, view.kind, gate, now))
+
+    async def _run_verify(self, view: JobView, specs: list[ProbeSpec]) -> list[ProbeResult]:
+        """The read-only checks in parallel, then the autofix ones if all passed
+        (coordinator/autofix.py); results in spec order."""
+        read_only = [spec for spec in specs if not spec.autofix]
+        results = await self._pool.run_suite(read_only, on_result=lambda i, r: self._progress(view, r))
+        fixers = [spec for spec in specs if spec.autofix]
+        if fixers:
+            failed = [r.name for r in results if not r.passed]
+            results += await autofix.run_fixers(
+                self._pool, fixers, view.worktree or self._repo_root, failed,
+                lambda path: self._holder_of(path, view.agent), lambda r: self._progress(view, r),
+            )
+        order = {spec.name: index for index, spec in enumerate(specs)}
+        return sorted(results, key=lambda r: order.get(r.name, len(order)))
+
+    def _holder_of(self, path: str, agent: str | None) -> str | None:
+        """Another agent holding ``path`` exclusively (or in a stale holder's lock
+        delay), if any: an autofix check must not change it."""
+        try:
+            pattern = Pattern(path)
+        except PeerError:
+            return None  # not a path a claim can name
+        me = agent or ""
+        found = policy.claim_conflicts(self._core.registry, me, pattern, "shared")
+        found += policy.hold_conflicts(self._core.registry, me, pattern, trio.current_time())
+        return found[0].holder if found else None
 
     async def _worktree_of(self, cwd: str) -> Path:
         """The worktree holding ``cwd``; a directory of another repository is refused
@@ -202,7 +237,37 @@ class JobRunner:
                 "(nothing could be detected from package.json, Cargo.toml or pyproject.toml)"
             )
         view.total = len(config.checks)
-        return [self._with_log(view, check.to_spec(root)) for check in config.checks]
+        view.worktree = root
+        checkouts = await trio.to_thread.run_sync(environment.git_checkouts, root)
+        specs = []
+        for check in config.checks:
+            where = environment.check_environment(
+                os.environ, root, agent=view.agent, checkouts=checkouts, venv_setting=config.verify.venv or None,
+                caller_venv=getattr(request, "venv", "") or None, verify_env=config.verify.env, check_env=check.env,
+            )
+            spec = check.to_spec(root, where.env)
+            view.about[check.name] = await self._about(check, where, Path(spec.cwd or root))
+            specs.append(self._with_log(view, spec))
+        return specs
+
+    @staticmethod
+    async def _about(check: Check, where: environment.CheckEnvironment, cwd: Path) -> dict[str, Any]:
+        """What the report says about where and how ``check`` runs."""
+        about: dict[str, Any] = where.describe()
+        if check.why:
+            about["detected"] = check.why
+        tool = environment.command_tool(check.cmd)
+        path = environment.resolve_tool(tool, where.env, cwd) if tool else None
+        about["tool"] = path or tool
+        about["version"] = await trio.to_thread.run_sync(environment.tool_version, path) if path else None
+        return about
+
+    @staticmethod
+    def _annotated(view: JobView, result: ProbeResult) -> ProbeResult:
+        about = view.about.get(result.name)
+        if about is None or "environment" in result.details:
+            return result
+        return msgspec.structs.replace(result, details={**result.details, "environment": about})
 
     def _with_log(self, view: JobView, spec: ProbeSpec) -> ProbeSpec:
         """A command spec that keeps its whole output in the state directory."""
@@ -212,6 +277,7 @@ class JobRunner:
         return msgspec.structs.replace(spec, params={**spec.params, "log": str(path)})
 
     async def _progress(self, view: JobView, result: ProbeResult) -> None:
+        result = self._annotated(view, result)
         data = msgspec.to_builtins(result)
         view.results.append(data)
         if result.kind == "build" and result.details.get("hash"):

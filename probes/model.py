@@ -58,10 +58,12 @@ PROCESSES_MISSING = "processes missing"      # fewer matching processes than exp
 PROCESSES_UNEXPECTED = "unexpected processes"  # more than expected, with exact=True
 HANDOFF_INCOMPLETE = "handoff incomplete"    # handoff note missing or below threshold
 PROBE_CRASHED = "probe crashed"              # the check itself died (bug or kill)
+NOT_RUN = "not run"                          # an autofix check after a failed read-only one
+CHANGED_HELD_PATHS = "changed held paths"    # an autofix check rewrote paths others hold (undone)
 FINDINGS: tuple[str, ...] = (
     WRITE_LOST, BUILD_PRODUCED_NOTHING, COMMAND_FAILED, SIDE_EFFECT_MISSING, TIMED_OUT,
     ENDPOINT_FAILING, PROCESSES_MISSING, PROCESSES_UNEXPECTED, HANDOFF_INCOMPLETE,
-    PROBE_CRASHED,
+    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS,
 )
 
 DEFAULT_TIMEOUT = 60.0

@@ -78,10 +78,18 @@ class VerifyConfig(Table):
     max_repair_loops: Annotated[int, Meta(ge=0), setting(
         "failing verify rounds per agent turn before verify stops re-running and the failure report stands",
     )] = 3
+    # These two are read from the worktree's lockstep.toml at each run, like [checks].
+    venv: Annotated[str, setting(
+        "the Python virtual environment checks run in, relative to the worktree (default: detected; "
+        "see \"Where and how checks run\" in docs/config.md); read at each verify run",
+    )] = ""
+    env: Annotated[dict[str, str], setting(
+        "variables set for every check (a check's own `env` wins); read at each verify run",
+    )] = {}
 
 
 # The [verify] keys as the coordinator's flat Settings names them.
-VERIFY_SETTING_NAMES = {"policy": "verify_policy", "max_repair_loops": "max_repair_loops"}
+VERIFY_SETTING_NAMES = {"policy": "verify_policy", "max_repair_loops": "max_repair_loops", "venv": "verify_venv", "env": "verify_env"}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):
@@ -106,6 +114,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return format_duration(self.default)
         if self.default == "":
             return '""'
+        if isinstance(self.default, dict):
+            return "{}" if not self.default else str(self.default)
         return str(self.default)
 
     @property
@@ -119,6 +129,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "duration ≥ 0" if self.minimum == 0 else "duration"
         if isinstance(self.default, str):
             return "string"
+        if isinstance(self.default, dict):
+            return "table of strings"
         return "integer" + (f" ≥ {self.minimum}" if self.minimum is not None else "")
 
 
@@ -139,7 +151,7 @@ def settings() -> tuple[SettingInfo, ...]:
                     key=field.name,
                     name=rename.get(field.name, field.name),
                     type=annotations[field.name],
-                    default=field.default,
+                    default=field.default if field.default is not msgspec.NODEFAULT else field.default_factory(),
                     meaning=info.extra_json_schema.get("description", ""),
                     flag=extra.get("flag"),
                     metavar=extra.get("metavar"),

@@ -148,6 +148,7 @@ class Verify(Request, frozen=True, kw_only=True, tag="verify"):
     cwd: str = ""
     session: str | None = None
     new_turn: bool = False  # the agent starts a new turn: its repair-loop count resets
+    venv: str = ""  # VIRTUAL_ENV of the shell that asked: checks use it (probes.environment)
 
 
 class Done(Request, frozen=True, kw_only=True, tag="done"):

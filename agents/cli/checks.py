@@ -49,13 +49,20 @@ def _mark(result: dict) -> str:
     return click.style("✓", fg="green") if result.get("verdict") == "pass" else click.style("✗", fg="red")
 
 
-def _print_result(result: dict) -> None:
+def _print_result(result: dict, explain: bool = False) -> None:
     if "step" in result:  # a plan's step ended
         mark = click.style("✓", fg="green") if result.get("to_state") == "done" else "•"
         click.echo(f"  {mark} step {result['step']:<19} {result.get('to_state')}  {result.get('detail', '')}", err=True)
         return
     line = f"  {_mark(result)} {result['name']:<24} {result.get('duration', 0):6.2f}s  {result.get('target', '')}"
+    about = (result.get("details") or {}).get("environment") or {}
+    ran = " · ".join(str(part) for part in (about.get("tool"), about.get("version")) if part)
+    if ran:
+        line += click.style(f"  [{ran}]", dim=True)
     click.echo(line, err=True)
+    if explain and about:
+        for why in ([about["detected"]] if about.get("detected") else []) + list(about.get("why", [])):
+            click.echo(f"      · {why}", err=True)
 
 
 def _print_failures(results: list[dict]) -> None:
@@ -74,7 +81,7 @@ def _print_failures(results: list[dict]) -> None:
             click.echo(f"   full output: {log}", err=True)
 
 
-def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_json: bool) -> m.Gate:
+def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_json: bool, explain: bool = False) -> m.Gate:
     """Poll the job until it finishes; show results as they come."""
     conn = session_or_conn.conn if isinstance(session_or_conn, OneShotSession) else session_or_conn
     if isinstance(accepted, m.Gate):  # decided without running (e.g. the repair bound)
@@ -86,7 +93,7 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
         reply = expect(conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
         if not as_json:
             for result in reply.results[shown:]:
-                _print_result(result)
+                _print_result(result, explain)
             shown = len(reply.results)
             if interactive and reply.gate is None:
                 click.echo(f"  … job {reply.job}: {reply.done}/{reply.total or '?'} done\r", nl=False, err=True)
@@ -107,17 +114,17 @@ def _finish(gate: m.Gate, as_json: bool) -> None:
         sys.exit(EXIT_REFUSED)
 
 
-def _run_job(agent: str | None, endpoint: str | None, build, as_json: bool = False) -> m.Gate:
+def _run_job(agent: str | None, endpoint: str | None, build, as_json: bool = False, explain: bool = False) -> m.Gate:
     """Send ``build(session_id_or_None)`` as ``agent`` (or anonymously) and follow the job."""
 
     if agent:
         with open_oneshot(agent, endpoint=endpoint) as session:
             accepted = session.call(lambda s: build(s))
-            return _follow(session, accepted, as_json)
+            return _follow(session, accepted, as_json, explain)
     place = discovery.locate()
     with open_connection(resolve_endpoint(place, endpoint)) as conn:
         accepted = conn.request(build(None))
-        return _follow(conn, accepted, as_json)
+        return _follow(conn, accepted, as_json, explain)
 
 
 def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float | None, agent, endpoint, as_json) -> None:
@@ -254,17 +261,20 @@ def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
 @main.command()
 @click.option("--new-turn", is_flag=True, help="Start a new agent turn: the repair-loop count starts again.")
 @click.option("--full", "full_job", metavar="JOB", help="Print the whole output kept for each check of job JOB, run nothing.")
+@click.option("--explain", is_flag=True, help="Say, under each check, why it was chosen and where it ran (venv, PYTHONPATH, env).")
 @agent_option
 @endpoint_option
 @json_option
 @handle_errors
-def verify(new_turn, full_job, agent, endpoint, as_json):
+def verify(new_turn, full_job, explain, agent, endpoint, as_json):
     """Run the project's verify suite through the coordinator.
 
     Checks come from [checks.NAME] in lockstep.toml (else detected from package.json,
     Cargo.toml, pyproject.toml); read-only ones run in parallel, autofix ones after,
-    one at a time. Prints each check (✓/✗, duration) and the errors-first output of
-    failures. Exit 0 only if all pass. With --agent the run counts for that agent's
+    one at a time. Prints each check (✓/✗, duration, the tool and version that ran)
+    and the errors-first output of failures. Checks run in the project's environment
+    (its venv; the worktree's sources first), with LOCKSTEP_AGENT and
+    LOCKSTEP_WORKTREE set; --explain (or --json, under details.environment) says why. Exit 0 only if all pass. With --agent the run counts for that agent's
     `done` gate and repair loop; after max_repair_loops failing rounds the failure
     report stands and nothing re-runs (exit 1). The whole output of every check is
     kept in the state directory (its path is in the report); --full JOB prints it.
@@ -275,7 +285,8 @@ def verify(new_turn, full_job, agent, endpoint, as_json):
     from probes.config import load_config
 
     load_config(discovery.locate().worktree)  # a broken lockstep.toml is bad input (exit 2), not a failed run
-    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn), as_json)
+    venv = os.environ.get("VIRTUAL_ENV", "")  # the venv active here is the one checks use
+    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn, venv=venv), as_json, explain)
     _finish(gate, as_json)
 
 

@@ -4,7 +4,8 @@ Params: ``argv`` (list) or ``shell`` (string run by ``/bin/sh -c``; ``cmd`` in
 lockstep.toml), ``expect_exit`` (default 0), ``creates`` (a path that must exist after
 the command and, if it existed before, must have a different mtime, size or hash),
 ``env`` (merged over the coordinator's environment), ``log`` (set by the job runner,
-never in lockstep.toml: a file that receives the whole output, ``probes.checklogs``).
+never in lockstep.toml: a file that receives the whole output, ``probes.checklogs``),
+``whole_env`` (runtime only: ``env`` is the whole environment, not merged).
 
 Runs with stdin from /dev/null in a new session (its own process group,
 ``probes.procgroup``).  At the timeout the group gets SIGTERM, then SIGKILL after
@@ -60,6 +61,9 @@ class CommandParams(Params):
     creates: Annotated[str | None, in_toml(RelPath)] = None
     env: dict[str, str] | None = None
     log: Annotated[str | None, RUNTIME_ONLY] = None  # absolute path for the whole output
+    # env is the command's whole environment, not merged over the coordinator's (the
+    # verify suite's checks: probes.environment decides it).
+    whole_env: Annotated[bool, RUNTIME_ONLY] = False
 
 
 def check(label: str, params: CommandParams) -> None:
@@ -166,7 +170,10 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
     checked = target(spec, params)
     creates = resolve(spec, params.creates) if params.creates else None
     before = await trio.to_thread.run_sync(_fingerprint, creates) if creates else None
-    env = None if params.env is None else {**os.environ, **params.env}
+    if params.env is None:
+        env = None
+    else:
+        env = dict(params.env) if params.whole_env else {**os.environ, **params.env}
     started = time.perf_counter()
     try:
         process = await open_in_own_group(argv, cwd=spec.cwd, env=env)
