@@ -155,7 +155,11 @@ def run_demo(keep: bool = False, as_json: bool = False) -> int:
             kind = json.loads(line)["kind"]
             kinds[kind] = kinds.get(kind, 0) + 1
         story.echo("\n" + click.style("The ledger", bold=True) + f" ({ledger}): " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
-        story.echo("\nNext: run `lockstep serve` in your repository, then `lockstep run --agent NAME -- your-agent`.")
+        prog = _command_name()
+        story.echo(
+            f"\nNext, in your repository: `{prog} serve --detach`, then in each worktree "
+            f"`{prog} run --agent NAME -- your-agent`, and `{prog} top` to watch."
+        )
         ok = all(step["ok"] is not False for step in story.steps)
         if as_json:
             click.echo(json.dumps({"ok": ok, "steps": story.steps, "agents": state["agents"], "claims": state["claims"], "ledger": kinds}))
@@ -175,3 +179,17 @@ def run_demo(keep: bool = False, as_json: bool = False) -> int:
             story.echo(f"(kept {base})")
         else:
             shutil.rmtree(base, ignore_errors=True)
+            story.echo(f"(deleted the throwaway repository {base}; `demo --keep` keeps it)")
+
+
+def _command_name() -> str:
+    """How to run lockstep from anywhere: ``lockstep`` if that is on PATH and is this
+    one, else this script's absolute path (a virtualenv's bin is often not on PATH),
+    else the module."""
+    on_path = shutil.which("lockstep")
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == "lockstep" else None
+    if on_path and (script is None or os.path.realpath(on_path) == os.path.realpath(script)):
+        return "lockstep"
+    if script:
+        return os.path.abspath(script)
+    return f"{sys.executable} -m agents.cli"

@@ -64,11 +64,16 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
 
     def body(session):
         deadline = time.monotonic() + wait_s
+        waiting_for = None
         while True:
             reply = session.claim(patterns, shared=shared, ttl=ttl_s)
             left = deadline - time.monotonic()
             if isinstance(reply, m.Granted) or left <= 0:
                 return reply
+            holders = ", ".join(sorted({f"{c.holder} ({c.pattern})" for c in reply.conflicts})) or reply.reason
+            if holders != waiting_for:  # say who we wait for, once per change (stderr: stdout stays one document)
+                waiting_for = holders
+                click.echo(f"lockstep: waiting up to {left:.0f}s for {holders}", err=True)
             hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
             time.sleep(min(left, max(0.05, hint) if hint else 0.2))
 
