@@ -8,6 +8,7 @@ Every command that prints state takes ``--json``; in JSON mode an error prints
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -106,6 +107,8 @@ class LazyGroup(click.Group):
         if module not in self._loaded:
             self._loaded.add(module)
             __import__(f"{__package__}.{module}")  # its decorators add its verbs to this group
+            for command in self._commands.values():
+                _examples_last(command)
 
     def _load_all(self) -> None:
         for module in dict.fromkeys(VERB_MODULES.values()):
@@ -154,6 +157,22 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _in_json(exc, getattr(self, "_argv", [])) from None
+
+
+EXAMPLES = re.compile(r"\n[ \t]*\x08[ \t]*\n[ \t]*Examples:[ \t]*\n")
+
+
+def _examples_last(command: click.Command) -> None:
+    """A docstring's closing examples block (after a ``\\b`` line) goes after the
+    options, as click's epilog, so every --help ends with examples, unwrapped."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _examples_last(sub)
+    if command.help and not command.epilog:
+        parts = EXAMPLES.split(command.help, maxsplit=1)
+        if len(parts) == 2:
+            command.help = parts[0].rstrip()
+            command.epilog = "\b\nExamples:\n" + "\n".join("  " + line.strip() for line in parts[1].strip().splitlines())
 
 
 class JsonUsageError(click.UsageError):

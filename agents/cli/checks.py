@@ -175,7 +175,13 @@ def _common(fn):
 @click.option("--sha256", "sha256", required=True, metavar="HEX", help="The hash the file must have.")
 @_common
 def check_write(path, sha256, name, timeout, agent, endpoint, as_json):
-    """Read PATH back and compare its SHA-256 with HEX ("write lost" if different)."""
+    """Read PATH back and compare its SHA-256 with HEX ("write lost" if different).
+
+    \b
+    Examples:
+      lockstep check write src/app.py --sha256 "$(sha256sum src/app.py | cut -d' ' -f1)"
+      lockstep check write build/out.bin --sha256 HEX --agent bob --json
+    """
     _inside_worktree(path, "PATH")
     _check("write", {"path": path, "sha256": sha256}, name, timeout, agent, endpoint, as_json)
 
@@ -186,7 +192,13 @@ def check_write(path, sha256, name, timeout, agent, endpoint, as_json):
 @_common
 def check_build(directory, pattern, name, timeout, agent, endpoint, as_json):
     """The newest artifact in DIRECTORY must differ from the last recorded build
-    ("build produced nothing" otherwise)."""
+    ("build produced nothing" otherwise).
+
+    \b
+    Examples:
+      lockstep check build dist/
+      lockstep check build target/release --pattern 'myapp*' --json
+    """
     _inside_worktree(directory, "DIRECTORY")
     _check("build", {"dir": directory, "pattern": pattern}, name, timeout, agent, endpoint, as_json)
 
@@ -198,7 +210,14 @@ def check_build(directory, pattern, name, timeout, agent, endpoint, as_json):
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json, argv):
     """Run -- CMD ARGS...: its exit code is the verdict; stderr is captured on failure;
-    --creates confirms the side effect."""
+    --creates confirms the side effect.
+
+    \b
+    Examples:
+      lockstep check command -- make lint
+      lockstep check command --creates out/report.html -- ./gen-report
+      lockstep check command --expect-exit 1 --json -- grep -q TODO src/app.py
+    """
     params = {"argv": list(argv), "expect_exit": expect_exit}
     if creates:
         params["creates"] = creates
@@ -216,7 +235,13 @@ def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json,
 def check_http(url, status, contains, json_path, equals, at_least, name, timeout, agent, endpoint, as_json):
     """Fetch URL (loopback only) and check status, body and a JSON value
     (a deploy verifier: the asset exists, index.html names the new bundle, deploy-info
-    reports the new hash)."""
+    reports the new hash).
+
+    \b
+    Examples:
+      lockstep check http http://127.0.0.1:8000/health
+      lockstep check http http://127.0.0.1:8000/deploy-info --json-path '$.hash' --equals abc123
+    """
     params: dict[str, Any] = {"url": url, "status": status}
     if contains is not None:
         params["contains"] = contains
@@ -240,7 +265,13 @@ def check_http(url, status, contains, json_path, equals, at_least, name, timeout
 @click.option("--exact", is_flag=True, help="Exactly N, not at least N.")
 @_common
 def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_json):
-    """At least N processes matching PATTERN are running; the finding names what is missing."""
+    """At least N processes matching PATTERN are running; the finding names what is missing.
+
+    \b
+    Examples:
+      lockstep check processes --match 'uvicorn app:api' --count 1
+      lockstep check processes --match worker --count 4 --exact --json
+    """
     params = {"match": pattern, "count": count, "exact": exact, "exclude_pids": [os.getpid()]}
     _check("processes", params, name, timeout, agent, endpoint, as_json)
 
@@ -251,7 +282,13 @@ def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_js
 @_common
 def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
     """Score a handoff document with the deterministic rubric (docs/handoff.md);
-    below the threshold it fails and lists the gaps."""
+    below the threshold it fails and lists the gaps.
+
+    \b
+    Examples:
+      lockstep check handoff HANDOFF.md
+      lockstep check handoff notes/handoff.md --threshold 70 --json
+    """
     _check("handoff", {"path": file, "threshold": threshold}, name, timeout, agent, endpoint, as_json)
 
 
@@ -278,6 +315,12 @@ def verify(new_turn, full_job, explain, agent, endpoint, as_json):
     `done` gate and repair loop; after max_repair_loops failing rounds the failure
     report stands and nothing re-runs (exit 1). The whole output of every check is
     kept in the state directory (its path is in the report); --full JOB prints it.
+
+    \b
+    Examples:
+      lockstep verify --agent bob
+      lockstep verify --agent bob --new-turn
+      lockstep verify --json | jq '.results[] | select(.verdict != "pass")'
     """
     if full_job is not None:
         _print_full(full_job, as_json)
@@ -319,7 +362,13 @@ def _print_full(job: str, as_json: bool) -> None:
 @handle_errors
 def done(agent, endpoint, as_json):
     """Declare the agent's goal finished: passes (exit 0) only if a verify run that
-    started after its last write intent passed; otherwise blocked (exit 1), with why."""
+    started after its last write intent passed; otherwise blocked (exit 1), with why.
+
+    \b
+    Examples:
+      lockstep done --agent bob
+      lockstep done --agent bob --json | jq -r .reason
+    """
     from .base import _need_agent
 
     name = _need_agent(agent)
@@ -349,7 +398,13 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
     a command or an expected agent action, and post-probes; failures skip, retry,
     roll back the previous step or escalate, as each step says. Every transition is
     a ledger event; an interrupted plan resumes when the coordinator restarts.
-    Exit 0 if the plan succeeded, 1 if it failed or escalated."""
+    Exit 0 if the plan succeeded, 1 if it failed or escalated.
+
+    \b
+    Examples:
+      lockstep plan run PLAN.toml
+      lockstep plan run release.toml --detach --json
+    """
     from probes.plan import Plan
 
     text = Path(plan_file).read_text()
@@ -367,7 +422,13 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
 @json_option
 @handle_errors
 def plan_status(job, as_json):
-    """Where each plan stands (read from the ledger; works with the coordinator down)."""
+    """Where each plan stands (read from the ledger; works with the coordinator down).
+
+    \b
+    Examples:
+      lockstep plan status
+      lockstep plan status 3.12 --json
+    """
     from agents.plan_status import plan_summaries
     from ledger import LedgerMissing, open_readonly
 

@@ -52,6 +52,12 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     granted (warnings included), 1 when refused (the holders are named). A file
     whose name holds glob characters is claimed with --literal, or escaped:
     app/\\[slug]/page.tsx (a backslash before *, ?, [ or ] means that character).
+
+    \b
+    Examples:
+      lockstep claim src/api/ --agent bob
+      lockstep claim 'src/**/*.py' --shared --ttl 30m --agent bob
+      lockstep claim src/app.py --wait 2m --json --agent bob
     """
     patterns = _paths(paths, literal=literal)
     if pid is not None:
@@ -99,7 +105,14 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
 @json_option
 @handle_errors
 def release(paths, release_all, force, reason, agent, endpoint, as_json):
-    """Release an agent's claims on PATHs, or --all of them; --force frees anyone's."""
+    """Release an agent's claims on PATHs, or --all of them; --force frees anyone's.
+
+    \b
+    Examples:
+      lockstep release src/api/ --agent bob
+      lockstep release --all --agent bob
+      lockstep release src/api/ --force --reason 'alice is away'
+    """
     if force:
         if not paths or not reason:
             raise Failure("bad_request", "--force needs the PATHs to free and --reason TEXT", EXIT_USAGE)
@@ -137,6 +150,11 @@ def intent(paths, token, literal, agent, endpoint, as_json):
     In the parallel modes an allowed intent on an unclaimed path claims it for the
     writer (auto-claim). With --token, the write is refused unless that token is the
     agent's live grant of each path. Exit 0 on allow/warn, 1 on block.
+
+    \b
+    Examples:
+      lockstep intent src/api/x.py --agent bob
+      lockstep intent src/api/x.py --token 7 --agent bob --json
     """
     from .fast import intent as intent_verb
 

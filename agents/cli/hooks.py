@@ -34,10 +34,16 @@ def hook_claude(fail_closed, endpoint, as_json):
     Write it reads the file back and compares hashes; a lost write exits 2 so the
     model sees it. In .claude/settings.json:
 
+    \b
       "hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}],
                 "PostToolUse": [{"matcher": "Write",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}]}
+
+    \b
+    Examples:
+      lockstep hook claude < event.json
+      lockstep hook claude --fail-closed
     """
     from .fast import hook_claude as hook_claude_verb
 
@@ -63,6 +69,12 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
     Stop, SubagentStop, UserPromptSubmit. Codex: PreToolUse/PostToolUse on
     Bash|apply_patch, Stop, UserPromptSubmit. Gemini CLI: BeforeTool/AfterTool on
     write_file|replace|run_shell_command, AfterAgent, BeforeAgent.
+
+    \b
+    Examples:
+      lockstep hook install claude
+      lockstep hook install codex --user --dry-run
+      lockstep hook install gemini --uninstall
     """
     from agents import hook_install as installer
 
@@ -95,7 +107,13 @@ def guard():
 @handle_errors
 def guard_install(as_json):
     """Install the pre-commit and pre-push hooks in the repository's common hooks
-    folder, so they run in every worktree."""
+    folder, so they run in every worktree.
+
+    \b
+    Examples:
+      lockstep guard install
+      lockstep guard install --json
+    """
     from agents import guard as git_guard
 
     written = git_guard.install(discovery.locate().worktree)
@@ -155,7 +173,13 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
 @handle_errors
 def guard_pre_commit(endpoint, as_json):
     """Refuse the commit if a staged file is held by another live agent (as an agent,
-    a write intent for each staged file; as a person, any live claim on it)."""
+    a write intent for each staged file; as a person, any live claim on it).
+
+    \b
+    Examples:
+      lockstep guard pre-commit        # what the installed hook runs
+      LOCKSTEP_AGENT=bob lockstep guard pre-commit --json
+    """
     from agents import guard as git_guard
 
     _check_files(git_guard.staged_files(discovery.locate().worktree), endpoint, as_json, "commit")
@@ -169,7 +193,13 @@ def guard_pre_commit(endpoint, as_json):
 @handle_errors
 def guard_pre_push(remote, url, endpoint, as_json):
     """Refuse the push if a file it changes is held by another live agent (reads git's
-    ref lines on stdin)."""
+    ref lines on stdin).
+
+    \b
+    Examples:
+      lockstep guard pre-push origin git@example.com:me/repo.git < refs   # as git calls it
+      LOCKSTEP_AGENT=bob lockstep guard pre-push --json origin url < refs
+    """
     from agents import guard as git_guard
 
     files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
@@ -189,7 +219,13 @@ def mcp_server(agent, endpoint, as_json):
     """Serve Lockstep's verbs as MCP tools on stdin/stdout (claim, release, intent,
     status, verify, done), acting as one agent with paths relative to the current
     directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
-    (Its output is always JSON-RPC; --json is accepted for symmetry.)"""
+    (Its output is always JSON-RPC; --json is accepted for symmetry.)
+
+    \b
+    Examples:
+      lockstep mcp --agent alice       # register this command with an MCP client
+      claude mcp add lockstep -- lockstep mcp --agent alice
+    """
 
     from agents import mcp
     from agents.oneshot import open_oneshot

@@ -25,9 +25,14 @@ def run(agent, endpoint, as_json, command):
     """Run COMMAND as agent NAME: lockstep run --agent NAME -- CMD ARGS...
 
     Registers NAME with CMD's pid watched, heartbeats for it, sets LOCKSTEP_AGENT=NAME
-    for CMD and its children, forwards SIGINT/SIGTERM, releases NAME's claims when CMD
+    for CMD and its children, forwards SIGINT/SIGTERM/SIGHUP, releases NAME's claims when CMD
     exits and exits with CMD's code (128+N if killed by signal N). Refused (exit 1) if
     NAME is already live; exit 3 without starting CMD if no coordinator answers.
+
+    \b
+    Examples:
+      lockstep run --agent alice -- claude
+      lockstep run --agent ci -- make test
     """
     from agents.run import run_as_agent
 
@@ -43,6 +48,12 @@ def demo(keep, as_json):
 
     Starts a coordinator, shows claims granted and refused, an intent blocked, one
     agent killed with SIGKILL and its claims released at once, then a summary.
+
+    \b
+    Examples:
+      lockstep demo
+      lockstep demo --keep
+      lockstep demo --json | jq .ok
     """
     from agents.demo import run_demo
 

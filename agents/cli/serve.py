@@ -79,6 +79,12 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     One per repository: every worktree finds it. Settings come from these flags, then
     the [coordinator] table of lockstep.toml at the repository root, then defaults.
     State (endpoints, ledger.db, coordinator.log) lives in <git common dir>/lockstep.
+
+    \b
+    Examples:
+      lockstep serve --detach
+      lockstep serve --mode serial --detach
+      lockstep serve --heartbeat 1 --liveness 5
     """
     from coordinator.settings import load_settings  # the one import of the server side
 
@@ -163,7 +169,13 @@ def _serve_detached(place: discovery.Place, as_json: bool) -> None:
 @json_option
 @handle_errors
 def stop(endpoint, as_json):
-    """Stop this repository's coordinator cleanly (claims stay in the ledger)."""
+    """Stop this repository's coordinator cleanly (claims stay in the ledger).
+
+    \b
+    Examples:
+      lockstep stop
+      lockstep stop --json
+    """
     place = discovery.locate()
     info = discovery.read_state(place.state_dir) or {}
     reply = ask(endpoint, m.Shutdown(reason="lockstep stop"))

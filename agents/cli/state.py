@@ -85,7 +85,13 @@ def _status_text(reply: m.StatusReply) -> str:
 @json_option
 @handle_errors
 def status(endpoint, as_json):
-    """Show the mode, agents (alive / stale / gone) and live claims."""
+    """Show the mode, agents (alive / stale / gone) and live claims.
+
+    \b
+    Examples:
+      lockstep status
+      lockstep status --json | jq '.claims[] | {pattern, holder}'
+    """
     reply = ask(endpoint, m.Status())
     _out(as_json, _status_payload(reply), _status_text(reply))
 
@@ -183,6 +189,12 @@ def top(once, endpoint, as_json):
     \b
     Keys:  q quit    s sort by agent / age / path    / filter by agent (Enter, Esc)
            p pause   j/k or arrows select an agent (its claims, gates and jobs below)
+
+    \b
+    Examples:
+      lockstep top
+      lockstep top --once
+      lockstep top --json | jq .jobs
     """
     import msgspec
     import trio

@@ -50,3 +50,16 @@ def test_the_readme_names_every_ledger_kind_and_no_hand_written_ledger_path():
     section = README.split("## The ledger", 1)[1].split("\n## ", 1)[0]
     assert not {kind for kind in recorded if f"`{kind}`" not in section}
     assert ".git/lockstep" not in README  # a linked worktree's .git is a file: `lockstep where`
+
+
+def test_every_help_ends_with_examples_and_keeps_snippets_unwrapped():
+    import re
+
+    for full, _command in _commands(main):
+        text = CliRunner().invoke(main, [*full.split()[1:], "--help"], terminal_width=80).output
+        tail = re.split(r"\n\s*Examples:\n", text.rstrip())
+        assert len(tail) == 2 and "Options:" not in tail[1], f"{full} --help must end with examples"
+        examples = [line.strip() for line in tail[1].splitlines() if line.strip()]
+        assert 2 <= len(examples) <= 3 and all("lockstep " in e for e in examples), (full, examples)
+    claude = CliRunner().invoke(main, ["hook", "claude", "--help"], terminal_width=80).output
+    assert '"hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",' in claude  # one line, as written
