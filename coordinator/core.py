@@ -26,7 +26,7 @@ from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
 from protocol.paths import Pattern
 
-from . import policy
+from . import lifecycle, policy
 from .checks import CheckHandlers
 from .effects import (
     Bug,
@@ -147,7 +147,7 @@ class Core(CheckHandlers):
         agent = self.registry.sessions.get(session)
         if agent is not None and agent.live:
             reason = f"process {agent.pid} exited" + (f" ({detail})" if detail else "")
-            self._end(agent, rec.AgentLeft, reason, hold=False, now=now)
+            self._end(agent, lifecycle.LEFT, reason, now)
         return self._flush()
 
     def tick(self, now: float) -> list[Effect]:
@@ -164,9 +164,9 @@ class Core(CheckHandlers):
                 if silent <= limit:
                     self._next_lease_check = min(self._next_lease_check, agent.last_seen + limit)
                 elif agent.kind == "oneshot":
-                    self._end(agent, rec.AgentStale, f"one-shot session TTL of {agent.ttl:g}s ran out", True, now)
+                    self._end(agent, lifecycle.SILENT, f"one-shot session TTL of {agent.ttl:g}s ran out", now)
                 else:
-                    self._end(agent, rec.AgentStale, f"no heartbeat for {silent:.1f}s", True, now)
+                    self._end(agent, lifecycle.SILENT, f"no heartbeat for {silent:.1f}s", now)
         for entry in list(reg.expiring.values()):
             if entry.expires_at <= now:
                 self._release([entry], rec.ClaimExpired, "claim TTL ran out", hold_for=0.0)
@@ -286,14 +286,16 @@ class Core(CheckHandlers):
             ),
         )
 
-    def _end(self, agent: Agent, ended: type[rec.AgentStale | rec.AgentLeft], reason: str, hold: bool, now: float) -> None:
-        """End a session: stale (may still run: its paths are held) or gone (free now)."""
-        self._record(ended(agent=agent.name, session=agent.session, reason=reason))
-        kind = ended.KIND
-        self._counts["stale" if ended is rec.AgentStale else "gone"] += 1
-        hold_for = self.settings.lock_delay if hold else 0.0
+    def _end(self, agent: Agent, event: str, reason: str, now: float) -> None:
+        """End a session as the lifecycle table says (lifecycle.py): stale (may still run:
+        its paths are held) or gone (free now).  An illegal event raises first."""
+        step = lifecycle.transition(agent.state, event)
+        self._record(step.record(agent=agent.name, session=agent.session, reason=reason))
+        kind = step.record.KIND
+        self._counts[step.to] += 1
+        hold_for = self.settings.lock_delay if step.hold else 0.0
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
-        self._release(entries, rec.ClaimExpired if hold else rec.ClaimReleased, f"{agent.name}: {reason}", hold_for)
+        self._release(entries, step.release, f"{agent.name}: {reason}", hold_for)
         if agent.pid is not None:
             self._out.append(UnwatchPid(session=agent.session))
         self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
@@ -628,7 +630,7 @@ class Core(CheckHandlers):
 
     def _on_bye(self, peer, msg: m.Bye, now: float) -> None:
         agent = self._session(msg.session, now)
-        self._end(agent, rec.AgentLeft, msg.reason or "bye", hold=False, now=now)
+        self._end(agent, lifecycle.LEFT, msg.reason or "bye", now)
         self._reply(peer, m.Ok(req=msg.req, message=f"{agent.name} left; its claims are free"))
 
     def _on_shutdown(self, peer, msg: m.Shutdown, now: float) -> None:

@@ -18,8 +18,7 @@ above both, so tokens never go backwards even if the last non-durable commits we
 lost.
 
 Agent states: ``alive`` -> ``stale`` (silence, TTL: may still be running) or ``gone``
-(process exited, said bye).  A stale or gone agent never comes back: speaking again
-opens a new session.
+(process exited, said bye); the table and its theory are lifecycle.py.
 """
 
 from __future__ import annotations
@@ -35,7 +34,8 @@ from ledger.records import Record
 from probes.rules import RepairState
 from protocol.paths import Pattern, PatternIndex
 
-ALIVE, STALE, GONE = "alive", "stale", "gone"
+from . import lifecycle
+from .lifecycle import ALIVE
 
 
 @dataclass(eq=False)
@@ -269,10 +269,8 @@ class Registry:
                 self._released(record, now)
             case rec.AgentJoined():
                 self._joined(record, now)
-            case rec.AgentStale():
-                self._ended(record, STALE)
-            case rec.AgentLeft():
-                self._ended(record, GONE)
+            case rec.AgentStale() | rec.AgentLeft():
+                self._ended(record)
             case rec.AgentWatched():
                 self._watched(record)
             case rec.AgentForgotten():
@@ -329,10 +327,11 @@ class Registry:
             agent.pid_started = record.pid_started
             agent.ttl = None  # a watched pid, not a TTL, bounds this session now
 
-    def _ended(self, record: rec.AgentStale | rec.AgentLeft, state: str) -> None:
+    def _ended(self, record: rec.AgentStale | rec.AgentLeft) -> None:
         agent = self.sessions.get(record.session)
-        if agent is not None and agent.live:
-            agent.state = state
+        step = None if agent is None else lifecycle.TRANSITIONS.get((agent.state, lifecycle.EVENT_OF[type(record)]))
+        if step is not None:  # lifecycle Rule 3: a refused record changes nothing
+            agent.state = step.to
             agent.reason = record.reason
 
     def _forgotten(self, record: rec.AgentForgotten) -> None:
