@@ -1,15 +1,19 @@
 """The core's part in checks and gates: jobs, the verify loop's bookkeeping, ``done``.
 
-Mixed into ``Core`` (core.py), whose plumbing it uses (``_record``, ``_publish``,
-``_reply``, ``_session``).  The probes themselves run in the shell's job runner
-(jobs.py), which reports back through ``job_result``, ``job_finished`` and ``note``, so
-every result is a ledger record before anyone hears of it.  The repair-loop count, rule
+``Gates`` is a component the core holds (``core.gates``); what it uses of the core is
+what its constructor takes: the settings, the call's ``Outbox``, the registry (read
+through a function: a restart replaces it), ``record`` (apply to the registry and
+append), ``publish`` and ``session`` (a live session, its lease renewed).  The probes
+themselves run in the shell's job runner (jobs.py), which reports back through the
+core's ``job_result``, ``job_finished``, ``decide_rules`` and ``note``, so every result
+is a ledger record before anyone hears of it.  The repair-loop count, rule
 retry counts (``rule.decided``), edit batches and the ``done`` gate live in the registry
 (registry.py), rebuilt from the ledger.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -20,13 +24,44 @@ from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import PeerError
 
-from .effects import Effect, StartJob
-from .registry import Agent
+from .effects import Outbox, Send, StartJob
+from .registry import Agent, Registry
+from .settings import Settings
 
 EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
 
 
-class CheckHandlers:
+class Verdict(msgspec.Struct, frozen=True):
+    """A gate's answer: ``verdict`` and the one line that says why."""
+
+    verdict: str
+    reason: str
+
+
+class Gates:
+    def __init__(
+        self,
+        settings: Settings,
+        out: Outbox,
+        *,
+        registry: Callable[[], Registry],
+        record: Callable[[rec.Record], rec.Record],
+        publish: Callable[[str, str | None, dict[str, Any]], None],
+        session: Callable[[str, float], Agent],
+    ) -> None:
+        self.settings = settings
+        self._out = out
+        self._registry = registry
+        self._record = record
+        self._publish = publish
+        self._session = session
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry()
+
+    def _reply(self, peer: Any, message: m.Reply) -> None:
+        self._out.append(Send(peer, message))
 
     def _optional_session(self, session: str | None, now: float) -> Agent | None:
         return None if session is None else self._session(session, now)
@@ -39,7 +74,7 @@ class CheckHandlers:
         self._out.append(StartJob(job=job, kind=kind, agent=name, request=request))
         return job
 
-    def _on_check(self, peer, msg: m.Check, now: float) -> None:
+    def on_check(self, peer, msg: m.Check, now: float) -> None:
         agent = self._optional_session(msg.session, now)
         if msg.probe.kind not in PROBE_KINDS:
             raise PeerError("bad_request", f"unknown probe kind {msg.probe.kind!r}: use one of {', '.join(PROBE_KINDS)}")
@@ -47,7 +82,7 @@ class CheckHandlers:
         job = self._open_job("check", agent, msg, probe=msg.probe, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))
 
-    def _on_verify(self, peer, msg: m.Verify, now: float) -> None:
+    def on_verify(self, peer, msg: m.Verify, now: float) -> None:
         agent = self._optional_session(msg.session, now)
         reg = self.registry
         if agent is not None and msg.new_turn:
@@ -68,36 +103,37 @@ class CheckHandlers:
         job = self._open_job("verify", agent, msg, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="verify"))
 
-    def _on_done(self, peer, msg: m.Done, now: float) -> None:
+    def on_done(self, peer, msg: m.Done, now: float) -> None:
         agent = self._session(msg.session, now)
-        verdict, reason = self._done_gate(agent.name)
+        done = self.done_gate(agent.name)
+        verdict, reason = done.verdict, done.reason
         self._record(rec.DoneDecided(agent=agent.name, session=agent.session, verdict=verdict, reason=reason))
         self._publish("done.decided", agent.name, {"verdict": verdict, "reason": reason})
         self._reply(peer, m.Gate(req=msg.req, subject="done", verdict=verdict, reason=reason, agent=agent.name))
 
-    def _done_gate(self, name: str) -> tuple[str, str]:
+    def done_gate(self, name: str) -> Verdict:
         """Pass only if a verify run that started after the agent's last write passed."""
         reg = self.registry
         if self.settings.verify_policy == "off":
-            return "pass", "verify policy is off: done is not gated"
+            return Verdict("pass", "verify policy is off: done is not gated")
         if name in reg.blocked:
-            return "block", f"{name} is blocked by a rule: {reg.blocked[name]}"
+            return Verdict("block", f"{name} is blocked by a rule: {reg.blocked[name]}")
         last_write = reg.last_write.get(name)
         last = reg.last_verify.get(name)
         if last_write is None and (last is None or last.passed):
-            return "pass", f"{name} wrote nothing: there is nothing to verify"
+            return Verdict("pass", f"{name} wrote nothing: there is nothing to verify")
         if last is None or last.mark < last_write:
-            return "block", "no verify run since your last write: run `lockstep verify` first"
+            return Verdict("block", "no verify run since your last write: run `lockstep verify` first")
         if not last.passed:
-            return "block", f"the last verify run (job {last.job}) failed: {', '.join(last.failed) or 'see its report'}"
-        return "pass", f"verify run {last.job} passed after your last write"
+            return Verdict("block", f"the last verify run (job {last.job}) failed: {', '.join(last.failed) or 'see its report'}")
+        return Verdict("pass", f"verify run {last.job} passed after your last write")
 
-    def _on_plan_run(self, peer, msg: m.PlanRun, now: float) -> None:
+    def on_plan_run(self, peer, msg: m.PlanRun, now: float) -> None:
         agent = self._optional_session(msg.session, now)
         job = self._open_job("plan", agent, msg, source=msg.source, cwd=msg.cwd, plan=msg.plan)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="plan"))
 
-    def _verify_edit_batches(self, now: float) -> None:
+    def verify_edit_batches(self, now: float) -> None:
         """``verify_policy = "after-each-edit-batch"``: an agent that has made no write for
         ``EDIT_BATCH_QUIET`` seconds has ended its batch; verify it as if it had asked (so
         the run counts for its gate).  The batch is the registry's (from the ledger's
@@ -110,20 +146,17 @@ class CheckHandlers:
             if live is None:
                 del reg.edit_batches[name]  # upkeep, as for holds: nobody left to verify for
                 continue
-            self._on_verify(None, m.Verify(session=live.session, cwd=live.worktree), now)
+            self.on_verify(None, m.Verify(session=live.session, cwd=live.worktree), now)
 
     # -- what the shell's job runner reports back (each one a ledger record first)
 
-    def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any], now: float) -> list[Effect]:
+    def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any]) -> None:
         """One probe's result within a job."""
-        self._advance(now)
         result_type = rec.VerifyResult if kind == "verify" else rec.ProbeResult
         self._record(result_type(agent=agent, job=job, **result))
         self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
-        return self._flush()
 
-    def job_finished(self, job: str, kind: str, gate: m.Gate, now: float) -> list[Effect]:
-        self._advance(now)
+    def job_finished(self, job: str, kind: str, gate: m.Gate) -> None:
         data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
         if kind == "verify":  # the done gate and the repair loop read this one
             failed = [r.get("name", "?") for r in gate.results if r.get("verdict") != "pass"]
@@ -131,23 +164,19 @@ class CheckHandlers:
         else:
             self._record(rec.JobFinished(agent=gate.agent, **data))
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
-        return self._flush()
 
-    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> tuple[list[Response], list[Effect]]:
+    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> list[Response]:
         """What the rule table answers to a job's findings.  Each decision is a
         ``rule.decided`` record before it is carried out; retry bounds count those (the
         registry's ``repair``), so a restart continues the count."""
-        self._advance(now)
         responses, _ = rules.decide(findings, self.registry.repair, now)
         for r in responses:
             self._record(
                 rec.RuleDecided(agent=r.agent, job=job, action=r.action, params=r.params, reason=r.reason, finding=r.finding, probes=list(r.probes))
             )
-        return responses, self._flush()
+        return responses
 
-    def note(self, record: rec.Record, now: float) -> list[Effect]:
+    def note(self, record: rec.Record) -> None:
         """Record and publish something a job did (a rule's response, a plan transition)."""
-        self._advance(now)
         self._record(record)
         self._publish(record.KIND, record.agent, rec.data_of(record))
-        return self._flush()

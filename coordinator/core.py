@@ -21,16 +21,18 @@ from typing import Any
 import msgspec
 
 from ledger import records as rec
+from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
 from protocol.paths import Pattern
 
 from . import lifecycle, policy
-from .checks import CheckHandlers
+from .checks import Gates
 from .effects import (
     Bug,
     Effect,
+    Outbox,
     Publish,
     Record,
     Send,
@@ -59,7 +61,24 @@ class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     publications: int
 
 
-class Core(CheckHandlers):
+class IntentOutcome(msgspec.Struct, frozen=True):
+    """What the intent gate decided: the verdict, why, the grant the write is under."""
+
+    verdict: str  # "allow" | "warn" | "block"
+    reason: str
+    token: int | None = None
+    conflicts: list[m.Conflict] = []
+
+
+class RuleDecisions(msgspec.Struct, frozen=True):
+    """The rule table's responses to a job's findings, and the call's effects (their
+    ``rule.decided`` records), for the job runner to carry out."""
+
+    responses: list[Response]
+    effects: list[Effect]
+
+
+class Core:
     def __init__(
         self,
         settings: Settings,
@@ -79,7 +98,15 @@ class Core(CheckHandlers):
         self.seq = 0  # publication sequence number, per epoch
         self._last_now: float | None = None
         self._next_lease_check = 0.0  # no live lease can run out before this time
-        self._out: list[Effect] = []
+        self.out = Outbox()  # the effects of the call in progress
+        self.gates = Gates(
+            settings,
+            self.out,
+            registry=lambda: self.registry,
+            record=self._record,
+            publish=self._publish,
+            session=self._session,
+        )
         self._counts = dict.fromkeys(CoreStatistics.__struct_fields__, 0)
 
     # ================================================================ entry points
@@ -110,7 +137,7 @@ class Core(CheckHandlers):
         )
         for agent in self.registry.agents.values():
             if agent.live and agent.pid is not None and agent.host == self.host:
-                self._out.append(WatchPid(session=agent.session, pid=agent.pid, pid_started=agent.pid_started))
+                self.out.append(WatchPid(session=agent.session, pid=agent.pid, pid_started=agent.pid_started))
         return self._flush()
 
     def receive(self, peer: Any, message: m.Message, now: float) -> list[Effect]:
@@ -124,16 +151,16 @@ class Core(CheckHandlers):
             handler(self, peer, message, now)
         except PeerError as exc:
             # Handlers validate before they record, so a refused message changes nothing.
-            if any(isinstance(e, Record) for e in self._out[self._mark :]):
+            if self.out.recorded_since_mark():
                 raise LocalError(f"{type(message).__name__} handler recorded before refusing") from exc
             self._counts["errors"] += 1
-            self._out.append(Send(peer, m.Error(req=req, code=exc.code, message=exc.message)))
+            self.out.append(Send(peer, m.Error(req=req, code=exc.code, message=exc.message)))
         except Exception as exc:  # a bug: answer it, keep serving everyone else
             # Records already emitted were applied to the registry: they stay in the
             # output so the ledger still says exactly what the registry holds.
             self._counts["errors"] += 1
-            self._out.append(Bug(text=traceback.format_exc()))
-            self._out.append(Send(peer, m.Error(req=req, code="internal", message=f"the coordinator hit a bug handling {type(message).__name__}: {exc!r} (see coordinator.log)")))
+            self.out.append(Bug(text=traceback.format_exc()))
+            self.out.append(Send(peer, m.Error(req=req, code="internal", message=f"the coordinator hit a bug handling {type(message).__name__}: {exc!r} (see coordinator.log)")))
         return self._flush()
 
     def reject(self, peer: Any, error: PeerError, req: int = 0) -> list[Effect]:
@@ -172,8 +199,33 @@ class Core(CheckHandlers):
                 self._release([entry], rec.ClaimExpired, "claim TTL ran out", hold_for=0.0)
         reg.drop_expired_holds(now)
         if reg.edit_batches and self.settings.verify_policy == "after-each-edit-batch":
-            self._verify_edit_batches(now)
+            self.gates.verify_edit_batches(now)
         self._forget_old_agents()
+        return self._flush()
+
+    # -- what the shell's job runner reports back (each one a ledger record first)
+
+    def job_result(self, job: str, kind: str, agent: str | None, result: dict[str, Any], now: float) -> list[Effect]:
+        """One probe's result within a job."""
+        self._advance(now)
+        self.gates.job_result(job, kind, agent, result)
+        return self._flush()
+
+    def job_finished(self, job: str, kind: str, gate: m.Gate, now: float) -> list[Effect]:
+        self._advance(now)
+        self.gates.job_finished(job, kind, gate)
+        return self._flush()
+
+    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> RuleDecisions:
+        """The rules' responses to a job's findings, each recorded as decided."""
+        self._advance(now)
+        responses = self.gates.decide_rules(job, findings, rules, now)
+        return RuleDecisions(responses, self._flush())
+
+    def note(self, record: Record, now: float) -> list[Effect]:
+        """Record and publish something a job did (a rule's response, a plan transition)."""
+        self._advance(now)
+        self.gates.note(record)
         return self._flush()
 
     def stopped(self, reason: str) -> list[Effect]:
@@ -194,37 +246,33 @@ class Core(CheckHandlers):
 
     # ================================================================ plumbing
 
-    _mark = 0
-
     def _flush(self) -> list[Effect]:
-        out, self._out = self._out, []
-        self._mark = 0
-        return out
+        return self.out.flush()
 
     def _record(self, record: Record) -> Record:
         self.registry.apply(record, self._last_now or 0.0)
-        self._out.append(record)
+        self.out.append(record)
         return record
 
     def _publish(self, kind: str, agent: str | None, data: dict[str, Any]) -> None:
         self.seq += 1
         self._counts["publications"] += 1
         pub = m.Publication(seq=self.seq, epoch=self.registry.epoch, kind=kind, agent=agent, data=data)
-        self._out.append(Publish(kind=kind, message=pub))
+        self.out.append(Publish(kind=kind, message=pub))
 
     def _reply(self, peer: Any, message: m.Reply) -> None:
-        self._out.append(Send(peer, message))
+        self.out.append(Send(peer, message))
 
     def _advance(self, now: float) -> None:
         """Notice a stalled event loop (SIGSTOP, a long GC, a suspended VM): the time it
         stood still is nobody's silence, so every lease is extended by it."""
         last = self._last_now
         self._last_now = now
-        self._mark = len(self._out)
+        self.out.begin_message()
         if last is not None and now - last > max(self.settings.heartbeat, 0.25):
             self._counts["pauses"] += 1
             self._record(rec.CoordinatorPaused(gap=round(now - last, 3)))
-            self._mark = len(self._out)
+            self.out.begin_message()
 
     # ================================================================ sessions
 
@@ -264,7 +312,7 @@ class Core(CheckHandlers):
         agent = reg.sessions[session]
         self._next_lease_check = min(self._next_lease_check, now + self._lease_of(agent))
         if msg.pid is not None and msg.host == self.host:
-            self._out.append(WatchPid(session=session, pid=msg.pid, pid_started=msg.pid_started))
+            self.out.append(WatchPid(session=session, pid=msg.pid, pid_started=msg.pid_started))
         self._publish("agent.joined", agent.name, {"session": session, "kind": agent.kind, "worktree": agent.worktree})
         return agent
 
@@ -297,7 +345,7 @@ class Core(CheckHandlers):
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
         self._release(entries, step.release, f"{agent.name}: {reason}", hold_for)
         if agent.pid is not None:
-            self._out.append(UnwatchPid(session=agent.session))
+            self.out.append(UnwatchPid(session=agent.session))
         self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
 
     def _forget_old_agents(self) -> None:
@@ -386,7 +434,7 @@ class Core(CheckHandlers):
         agent = self._session(msg.session, now)
         self._record(rec.AgentWatched(agent=agent.name, session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         if agent.host == self.host:
-            self._out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
+            self.out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         self._reply(peer, m.Ok(req=msg.req, message=f"watching pid {msg.pid}"))
 
     def _on_claim(self, peer, msg: m.Claim, now: float) -> None:
@@ -511,7 +559,8 @@ class Core(CheckHandlers):
         if stale and self._stale_blocks():
             verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
         else:
-            verdict, reason, token, conflicts = self._decide_intent(agent, paths, msg.token, now)
+            outcome = self._decide_intent(agent, paths, msg.token, now)
+            verdict, reason, token, conflicts = outcome.verdict, outcome.reason, outcome.token, outcome.conflicts
             if stale and verdict != "block":
                 verdict, reason = "warn", "; ".join(_stale_reasons(stale)) + f" (allowed: {reason})"
         holders = sorted({c.holder for c in conflicts})
@@ -542,11 +591,11 @@ class Core(CheckHandlers):
         self._publish("intent.decided", agent.name, data)
         self._reply(peer, decision)
 
-    def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float):
-        """-> (verdict, reason, token, conflicts).  Writes are exclusive use of a path."""
+    def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float) -> IntentOutcome:
+        """The intent gate.  Writes are exclusive use of a path."""
         reg, mode = self.registry, self.settings.mode
         if agent.name in reg.blocked:
-            return "block", f"{agent.name} is blocked by a rule: {reg.blocked[agent.name]}", None, []
+            return IntentOutcome("block", f"{agent.name} is blocked by a rule: {reg.blocked[agent.name]}")
         conflicts: list[m.Conflict] = []
         unowned: list[Pattern] = []
         covering_tokens: list[int] = []
@@ -555,7 +604,7 @@ class Core(CheckHandlers):
             if token is not None and not any(e.token == token for e in own):
                 current = f"your live grant there is token {max(e.token for e in own)}" if own else "you hold no live claim on it"
                 reason = f"token {token} is not the current grant of {path.text} to {agent.name} ({current}); it was released, expired or superseded"
-                return "block", reason, None, []
+                return IntentOutcome("block", reason)
             conflicts += policy.hold_conflicts(reg, agent.name, path, now) + others
             if own:
                 covering_tokens.append(token if token is not None else max(e.token for e in own))
@@ -564,9 +613,9 @@ class Core(CheckHandlers):
         if mode == "serial":
             conflicts += policy.serial_conflicts(reg, agent.name)
         if policy.refuses(mode, conflicts):
-            return "block", policy.summarise(conflicts), None, conflicts
+            return IntentOutcome("block", policy.summarise(conflicts), None, conflicts)
         if conflicts:  # parallel-warn: allowed, nothing claimed
-            return "warn", "allowed with conflicts: " + policy.summarise(conflicts), None, conflicts
+            return IntentOutcome("warn", "allowed with conflicts: " + policy.summarise(conflicts), None, conflicts)
         granted = None
         if unowned and self.settings.auto_claim:
             granted = self._grant(agent, unowned, "exclusive", None, auto=True)
@@ -578,7 +627,7 @@ class Core(CheckHandlers):
             reason = "allowed; the path is unclaimed (auto-claim is off)"
         else:
             reason = f"allowed; {agent.name} holds the path"
-        return "allow", reason, result_token, []
+        return IntentOutcome("allow", reason, result_token)
 
     def _on_status(self, peer, msg: m.Status, now: float) -> None:
         reg = self.registry
@@ -635,7 +684,7 @@ class Core(CheckHandlers):
 
     def _on_shutdown(self, peer, msg: m.Shutdown, now: float) -> None:
         self._reply(peer, m.Ok(req=msg.req, message="coordinator stopping"))
-        self._out.append(StopServing(reason=msg.reason))
+        self.out.append(StopServing(reason=msg.reason))
 
     _HANDLERS = {
         m.Hello: _on_hello,
@@ -647,10 +696,10 @@ class Core(CheckHandlers):
         m.Status: _on_status,
         m.Bye: _on_bye,
         m.Shutdown: _on_shutdown,
-        m.Check: CheckHandlers._on_check,
-        m.Verify: CheckHandlers._on_verify,
-        m.Done: CheckHandlers._on_done,
-        m.PlanRun: CheckHandlers._on_plan_run,
+        m.Check: lambda core, peer, msg, now: core.gates.on_check(peer, msg, now),
+        m.Verify: lambda core, peer, msg, now: core.gates.on_verify(peer, msg, now),
+        m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
+        m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
     }
 
 

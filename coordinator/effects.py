@@ -57,3 +57,29 @@ class Bug(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob | Bug
+
+
+class Outbox:
+    """The effects of the core call in progress, in order: the core and its components
+    append here, the call's entry point hands them to the shell (``flush``).
+
+    ``mark`` is where the current message's effects begin, so the entry point can tell
+    whether a handler recorded anything before it refused (it must not)."""
+
+    def __init__(self) -> None:
+        self.effects: list[Effect] = []
+        self.mark = 0
+
+    def append(self, effect: Effect) -> None:
+        self.effects.append(effect)
+
+    def begin_message(self) -> None:
+        self.mark = len(self.effects)
+
+    def recorded_since_mark(self) -> bool:
+        return any(isinstance(e, Record) for e in self.effects[self.mark :])
+
+    def flush(self) -> list[Effect]:
+        out, self.effects = self.effects, []
+        self.mark = 0
+        return out

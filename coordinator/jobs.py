@@ -302,9 +302,9 @@ class JobRunner:
         decided: list[Response] = []
 
         def decide(now: float) -> list[Effect]:  # the decision, and its retry count, are the core's
-            responses, effects = self._core.decide_rules(view.job, findings, self._rules, now)
-            decided.extend(responses)
-            return effects
+            decisions = self._core.decide_rules(view.job, findings, self._rules, now)
+            decided.extend(decisions.responses)
+            return decisions.effects
 
         await self._apply(decide)
         responses = decided

@@ -30,7 +30,9 @@ rule with ``max = N`` answers ``retry`` N times, then ``notify`` with the reason
 
 All of it is pure: no clock (``now`` is a parameter), no I/O.  (The repair-loop bound
 and the ``done`` gate need the ledger's order of writes and verify runs, so they live in
-the coordinator's registry: coordinator/registry.py and Core._done_gate.)
+the coordinator's registry: coordinator/registry.py and Gates.done_gate in
+coordinator/checks.py.  The coordinator keeps the ``RepairState`` there too, rebuilt
+from its ``rule.decided`` records.)
 """
 
 from __future__ import annotations

@@ -404,9 +404,9 @@ def test_a_bug_in_a_handler_is_answered_internal_and_the_core_keeps_serving(monk
 def _decide_write_lost(d: Driver, job: str = "j"):
     from probes.rules import Finding, RuleTable
 
-    responses, effects = d.core.decide_rules(job, [Finding(finding="write lost", probe="w", agent="dev")], RuleTable(), d.now)
-    d._absorb(effects)
-    (response,) = responses
+    decisions = d.core.decide_rules(job, [Finding(finding="write lost", probe="w", agent="dev")], RuleTable(), d.now)
+    d._absorb(decisions.effects)
+    (response,) = decisions.responses
     return response
 
 
