@@ -16,6 +16,7 @@ back exactly), with rename detection on whatever the user's configuration says.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 from protocol.errors import LockstepError
 
 ZERO_SHA = "0" * 40
+_OBJECT_NAME = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # sha-1 or sha-256
 HOOKS = ("pre-commit", "pre-push")
 
 
@@ -64,14 +66,17 @@ def staged_files(worktree: Path) -> list[str]:
 
 def pushed_files(worktree: Path, updates: str) -> list[str]:
     """Files changed by the commits a push sends (git gives ``local-ref local-sha
-    remote-ref remote-sha`` lines on stdin)."""
+    remote-ref remote-sha`` lines on stdin).  Anything else on a line is skipped: only
+    object names ever reach git's command line."""
     files: set[str] = set()
     for line in updates.splitlines():
         parts = line.split()
-        if len(parts) != 4 or parts[1] == ZERO_SHA:
-            continue  # a deletion pushes no files
+        if len(parts) != 4 or not all(_OBJECT_NAME.fullmatch(parts[i]) for i in (1, 3)):
+            continue
         local, remote = parts[1], parts[3]
-        if remote == ZERO_SHA:  # a new branch: what it has beyond every remote branch
+        if set(local) == {"0"}:
+            continue  # a deletion pushes no files
+        if set(remote) == {"0"}:  # a new branch: what it has beyond every remote branch
             out = _git(worktree, "log", "--format=", "--name-status", "-z", "-M", local, "--not", "--remotes")
         else:
             out = _git(worktree, "diff", "--name-status", "-z", "-M", f"{remote}..{local}")
