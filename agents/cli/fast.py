@@ -142,17 +142,36 @@ def run(argv: list[str] | None = None) -> None:
         return
     # What click's standalone mode does around a command, so both paths end alike.
     try:
-        command()
-    except (EOFError, KeyboardInterrupt):
-        echo(err=True)  # closes the terminal's ^C echo
-        echo("Aborted!", err=True)
-        sys.exit(1)
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:
-            raise
-        sys.stdout, sys.stderr = _QuietFlush(sys.stdout), _QuietFlush(sys.stderr)
-        sys.exit(1)
-    sys.exit(0)
+        try:
+            command()
+        except (EOFError, KeyboardInterrupt):
+            echo(err=True)  # closes the terminal's ^C echo
+            echo("Aborted!", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            sys.stdout, sys.stderr = _QuietFlush(sys.stdout), _QuietFlush(sys.stderr)
+            sys.exit(1)
+    except SystemExit as exc:
+        _exit_now(exc.code)
+    _exit_now(0)
+
+
+def _exit_now(code: object) -> None:
+    """Exit without the interpreter's teardown (freeing every module, pyzmq's and
+    msgspec's included): ~5 ms of a ~65 ms hook call on 2 cores.  Safe here because
+    the call is over: its socket and zmq context are closed, it holds no files, logs
+    nothing and registers no exit handlers, and its output is flushed first (if that
+    fails, the ordinary exit reports it as it always did)."""
+    if not isinstance(code, int) and code is not None:
+        sys.exit(code)  # a message to print: the ordinary way
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code or 0)
 
 
 class _QuietFlush:
