@@ -23,6 +23,7 @@ from agents.oneshot import (
 from protocol import messages as m
 from protocol.codec import decode_request, encode
 from protocol.discovery import locate
+from protocol.errors import UsageError
 
 Script = Callable[[m.Request], list[bytes]]  # a request -> the frames to answer with
 
@@ -112,9 +113,12 @@ def test_the_timeout_comes_from_lockstep_timeout(router, monkeypatch):
     r = router(lambda request: [])
     with open_connection(r.endpoint) as conn:
         assert conn.timeout == 0.15
-    monkeypatch.setenv("LOCKSTEP_TIMEOUT", "soon")  # unreadable: the default
+    monkeypatch.delenv("LOCKSTEP_TIMEOUT")  # unset: the default
     with open_connection(r.endpoint) as conn:
         assert conn.timeout == 2.0
+    monkeypatch.setenv("LOCKSTEP_TIMEOUT", "soon")  # unreadable: our user's bad input
+    with pytest.raises(UsageError):
+        open_connection(r.endpoint).__enter__()
 
 
 def test_a_one_shot_session_says_hello_then_acts_in_it(router, tmp_path: Path):
