@@ -318,6 +318,9 @@ def render(view: View, controls: Controls | None = None, *, width: int = 100, no
     for h in snap.holds:
         if _matches(h.former_holder, controls.filter) and h.free_in - elapsed > 0:
             rows.append([h.pattern, h.former_holder, "-", "held", "-", Text(f"stale holder; free in {h.free_in - elapsed:.1f}s", style="yellow")])
+    for mh in snap.merge_holds:
+        if _matches(mh.holder, controls.filter):
+            rows.append([mh.path, mh.holder, "-", "merge-hold", "-", Text(f"until branch {mh.branch} is merged", style="magenta")])
     _fit(rows, headers, 0, width)
     parts.append(_table("claims", headers, rows))
 

@@ -27,7 +27,7 @@ from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
 from protocol.paths import Pattern
 
-from . import lifecycle, policy
+from . import lifecycle, mergeholds, policy
 from .checks import Gates
 from .effects import (
     Bug,
@@ -393,6 +393,61 @@ class Core:
             self._record(record)
             self._publish(released.KIND, holder, {"token": token, **rec.data_of(record)})
             self._counts["releases"] += 1
+            if not extra.get("forced"):
+                self._hold_unmerged(holder, group[0].session, [e.pattern for e in group])
+
+    # ================================================================ merge holds
+
+    def _hold_unmerged(self, holder: str, session: str, patterns: list[Pattern]) -> None:
+        """Released paths with commits on the holder's branch that main lacks stay held."""
+        index = self.integration
+        agent = self.registry.sessions.get(session)
+        if index is None or agent is None or not agent.worktree:
+            return
+        branch = index.worktree_branch.get(agent.worktree)
+        if not branch or branch == index.branch:
+            return
+        found = mergeholds.held_paths(index.unmerged.get(branch, {}), patterns)
+        held = self.registry.merge_holds_by_path
+        found = {
+            path: commits for path, commits in found.items()
+            if not (path in held and held[path].holder == holder and set(commits) <= set(held[path].commits))
+        }
+        if not found:
+            return
+        record = rec.MergeHeld(
+            agent=holder, session=session, paths={p: list(c) for p, c in sorted(found.items())}, branch=branch, target=index.short_name
+        )
+        self._record(record)
+        self._publish(rec.MergeHeld.KIND, holder, rec.data_of(record))
+
+    def _merge_conflicts(self, name: str, pattern: Pattern) -> list[m.Conflict]:
+        reg = self.registry
+        if not reg.merge_holds_by_path:  # the usual case: skip the index walk
+            return []
+        return [mergeholds.conflict(h) for _, h in reg.merge_holds.overlapping(pattern) if h.holder != name]
+
+    def _free_merge_holds(self, holds: list, reason: str, **extra: Any) -> None:
+        by_holder: dict[tuple[str, str], list] = {}
+        for hold in holds:
+            by_holder.setdefault((hold.holder, hold.branch), []).append(hold)
+        for (holder, branch), group in by_holder.items():
+            record = rec.MergeFreed(agent=holder, paths=sorted(h.path.text for h in group), branch=branch, reason=reason, **extra)
+            self._record(record)
+            self._publish(rec.MergeFreed.KIND, holder, rec.data_of(record))
+
+    def pending_merge_commits(self) -> set[str]:
+        """Commits that merge holds wait for (the shell asks git which reached main)."""
+        return {c for h in self.registry.merge_holds_by_path.values() for c in h.commits}
+
+    def commits_merged(self, merged: set[str], now: float) -> list[Effect]:
+        """The shell saw these commits reach the integration branch: free the holds
+        all of whose commits did."""
+        self._advance(now)
+        done = [h for h in self.registry.merge_holds_by_path.values() if set(h.commits) <= merged]
+        if done:
+            self._free_merge_holds(done, f"merged into {done[0].target}")
+        return self._flush()
 
     # ================================================================ handlers
 
@@ -501,6 +556,7 @@ class Core:
         conflicts: list[m.Conflict] = []
         for pattern in patterns:
             conflicts += policy.hold_conflicts(reg, name, pattern, now)
+            conflicts += self._merge_conflicts(name, pattern)
             conflicts += policy.claim_conflicts(reg, name, pattern, access)
         if self.settings.mode == "serial":
             conflicts += policy.serial_conflicts(reg, name)
@@ -534,19 +590,37 @@ class Core:
         if not msg.reason.strip():
             raise PeerError("bad_request", "a forced release needs a reason (it is logged and sent to the holder)")
         entries: dict[int, ClaimEntry] = {}
+        merge_holds: dict[int, Any] = {}
         for pattern in _parse_patterns(msg.paths):
             for _, entry in self.registry.claims.overlapping(pattern):
                 entries[id(entry)] = entry
-        if not entries:
-            raise PeerError("bad_request", f"no live claim overlaps {', '.join(msg.paths)}")
+            for _, hold in self.registry.merge_holds.overlapping(pattern):
+                merge_holds[id(hold)] = hold
+        if not entries and not merge_holds:
+            raise PeerError("bad_request", f"no live claim or merge hold overlaps {', '.join(msg.paths)}")
         by = msg.by or "operator"
         found = list(entries.values())
+        if merge_holds:
+            self._free_merge_holds(list(merge_holds.values()), f"abandoned by {by}: {msg.reason}", forced=True, by=by)
         self._release(found, rec.ClaimReleased, f"forced by {by}: {msg.reason}", 0.0, forced=True, by=by)
         holders = sorted({e.agent for e in found})
         for holder in holders:
             lost = sorted(e.pattern.text for e in found if e.agent == holder)
             self._publish("notice", holder, {"message": f"{by} freed your claim on {', '.join(lost)}: {msg.reason}", "patterns": lost})
-        self._reply(peer, m.Released(req=msg.req, patterns=sorted({e.pattern.text for e in found}), holders=holders))
+        freed = sorted({e.pattern.text for e in found} | {h.path.text for h in merge_holds.values()})
+        holders = sorted(set(holders) | {h.holder for h in merge_holds.values()})
+        self._reply(peer, m.Released(req=msg.req, patterns=freed, holders=holders))
+
+    def _on_abandon(self, peer, msg: m.Abandon, now: float) -> None:
+        """An operator gives up on a branch: its merge holds are freed."""
+        branch = msg.branch if msg.branch.startswith("refs/") else f"refs/heads/{msg.branch}"
+        holds = [h for h in self.registry.merge_holds_by_path.values() if h.branch == branch]
+        if not holds:
+            held = sorted({h.short_branch for h in self.registry.merge_holds_by_path.values()})
+            raise PeerError("bad_request", f"no merge hold waits for branch {msg.branch!r} (branches with holds: {', '.join(held) or 'none'})")
+        by = msg.by or "operator"
+        self._free_merge_holds(holds, f"abandoned by {by}: {msg.reason or 'branch abandoned'}", forced=True, by=by)
+        self._reply(peer, m.Released(req=msg.req, patterns=sorted(h.path.text for h in holds), holders=sorted({h.holder for h in holds})))
 
     def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
         agent = self._session(msg.session, now)
@@ -605,7 +679,7 @@ class Core:
                 current = f"your live grant there is token {max(e.token for e in own)}" if own else "you hold no live claim on it"
                 reason = f"token {token} is not the current grant of {path.text} to {agent.name} ({current}); it was released, expired or superseded"
                 return IntentOutcome("block", reason)
-            conflicts += policy.hold_conflicts(reg, agent.name, path, now) + others
+            conflicts += policy.hold_conflicts(reg, agent.name, path, now) + self._merge_conflicts(agent.name, path) + others
             if own:
                 covering_tokens.append(token if token is not None else max(e.token for e in own))
             else:
@@ -660,6 +734,10 @@ class Core:
             for h in sorted(reg.all_holds(), key=lambda h: (h.pattern.text, h.former))
             if h.until > now
         ]
+        merge_holds = [
+            m.MergeHoldInfo(path=h.path.text, holder=h.holder, branch=h.short_branch, commits=list(h.commits), reason=h.describe())
+            for h in sorted(reg.merge_holds_by_path.values(), key=lambda h: h.path.text)
+        ]
         stats = {"core": msgspec.to_builtins(self.statistics()), "registry": reg.snapshot_counts()}
         self._reply(
             peer,
@@ -672,6 +750,7 @@ class Core:
                 agents=agents,
                 claims=claims,
                 holds=holds,
+                merge_holds=merge_holds,
                 seq=self.seq,
                 statistics=stats,
             ),
@@ -696,6 +775,7 @@ class Core:
         m.Status: _on_status,
         m.Bye: _on_bye,
         m.Shutdown: _on_shutdown,
+        m.Abandon: _on_abandon,
         m.Check: lambda core, peer, msg, now: core.gates.on_check(peer, msg, now),
         m.Verify: lambda core, peer, msg, now: core.gates.on_verify(peer, msg, now),
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),

@@ -7,6 +7,10 @@
 * Agent branches are watched the same way (their tips are what merge holds wait for);
   a moved tip's lag is computed ahead of its next intent.
 * A head's lag is one ``git rev-list HEAD..tip`` on a cache miss (see integration.py).
+* For merge holds: which branch each worktree has checked out (read from the files
+  under ``worktrees/``), and per agent branch the paths its commits touch that main
+  lacks (``git log tip..branch``), recomputed when that branch moves, or when main
+  moves for the branches that had some.
 """
 
 from __future__ import annotations
@@ -60,9 +64,11 @@ class RefWatcher:
         )
 
     def _stat_refs(self) -> tuple:
-        """Cheap fingerprint of every branch ref: the loose files and packed-refs."""
+        """Cheap fingerprint of every branch ref (the loose files and packed-refs) and of
+        every worktree's HEAD (which branch it has checked out)."""
         stamp = []
-        for path in (self.common / "packed-refs",):
+        heads = [self.common / "HEAD", *(Path(d) / "HEAD" for d in _subdirs(self.common / "worktrees"))]
+        for path in (self.common / "packed-refs", *heads):
             try:
                 st = path.stat()
                 stamp.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
@@ -122,7 +128,62 @@ class RefWatcher:
         if tip != index.tip:
             await self._follow(index.tip, tip)
         index.branches = refs
+        index.worktree_branch = self._worktree_branches()
+        main_moved = index.branch in moved
+        for name in refs:
+            if name != index.branch and (name in moved or (main_moved and index.unmerged.get(name))):
+                await self._read_unmerged(name)
+        for name in [n for n in index.unmerged if n not in refs]:
+            del index.unmerged[name]
         return moved
+
+    def _worktree_branches(self) -> dict[str, str]:
+        """Worktree top (resolved) -> the branch it has checked out."""
+        found = {}
+        if self.common.name == ".git":  # not bare: the main worktree is its parent
+            branch = symbolic_head(self.common)
+            if branch:
+                found[str(self.common.parent.resolve())] = branch
+        for git_dir in _subdirs(self.common / "worktrees"):
+            try:
+                top = Path((Path(git_dir) / "gitdir").read_text().strip()).parent
+            except OSError:
+                continue
+            branch = symbolic_head(git_dir)
+            if branch:
+                found[str(top.resolve())] = branch
+        return found
+
+    async def _read_unmerged(self, name: str) -> None:
+        """Per path, the commits of branch ``name`` touching it that the tip lacks."""
+        index = self.index
+        span = [name] if index.tip is None else [name, "--not", index.tip]
+        out = await self._git("log", "--no-renames", "--name-only", "-z", "--format=%x1e%H", *span, "--", check=False)
+        if out.returncode != 0:
+            index.unmerged.pop(name, None)
+            return
+        paths: dict[str, list[str]] = {}
+        for chunk in out.stdout.decode("utf-8", "surrogateescape").split("\x1e"):
+            commit, _, rest = chunk.partition("\0")
+            for path in rest.lstrip("\n").split("\0"):
+                if path and commit:
+                    paths.setdefault(path, []).append(commit)
+        index.unmerged[name] = {path: tuple(commits) for path, commits in paths.items()}
+
+    async def merged_among(self, commits: set[str]) -> set[str]:
+        """Those of ``commits`` reachable from the integration branch's tip."""
+        async with self._lock:
+            tip = self.index.tip
+            if tip is None:
+                return set()
+            found = set()
+            for commit in sorted(commits):
+                if not is_commit_id(commit):
+                    continue
+                out = await self._git("merge-base", "--is-ancestor", commit, tip, check=False)
+                if out.returncode == 0:
+                    found.add(commit)
+            return found
 
     async def _follow(self, old: str | None, new: str | None) -> None:
         index = self.index
@@ -154,11 +215,17 @@ class RefWatcher:
             return
         index.set_lag(head, frozenset(out.stdout.decode().split()))
 
-    async def watch(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Follow the refs forever; warm the lag of every branch tip that moved."""
+    async def watch(self, on_main_moved=None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Follow the refs forever; warm the lag of every branch tip that moved; call
+        ``on_main_moved()`` whenever the integration branch has a new tip (and once at
+        start: holds restored from the ledger may have been merged meanwhile)."""
         await self.sync()
         task_status.started()
+        settled = object()
         while True:
+            if on_main_moved is not None and self.index.tip != settled:
+                settled = self.index.tip
+                await on_main_moved()
             await trio.sleep(POLL_INTERVAL)
             for name in await self.sync():
                 commit = self.index.branches.get(name)
@@ -169,3 +236,10 @@ class RefWatcher:
 def _why(exc: BaseException) -> str:
     stderr = getattr(exc, "stderr", None)
     return stderr.decode(errors="replace").strip() if stderr else str(exc)
+
+
+def _subdirs(path: Path) -> list[str]:
+    try:
+        return [entry.path for entry in os.scandir(path) if entry.is_dir()]
+    except OSError:
+        return []

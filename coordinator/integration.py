@@ -54,6 +54,9 @@ class IntegrationIndex:
         self.newest: dict[str, Change] = {}
         self.lags: dict[str, frozenset[str]] = {}  # head -> tip's commits not in head
         self.branches: dict[str, str] = {}  # other refs/heads/* -> their tips
+        self.worktree_branch: dict[str, str] = {}  # worktree top -> the branch checked out there
+        # agent branch -> path -> that branch's commits touching it that the tip lacks
+        self.unmerged: dict[str, dict[str, tuple[str, ...]]] = {}
         self._counts = {"commits_read": 0, "updates": 0, "rebuilds": 0, "lag_misses": 0}
 
     @property

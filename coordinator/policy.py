@@ -8,7 +8,8 @@ Rules
   agent's claim on it, exclusive or shared, unless A itself holds the path (then only
   other agents' *exclusive* claims conflict: co-holders of a shared claim may write).
 * A hold (a stale holder's path during ``lock_delay``) conflicts with everyone but the
-  former holder, in every mode: the holder may still be writing.
+  former holder, in every mode: the holder may still be writing.  So does a merge hold
+  (a released path whose commits have not reached main, see mergeholds.py).
 * ``serial``: while another agent holds any exclusive claim, everything is refused,
   naming that writer.
 * Verdicts: ``parallel-strict`` and ``serial`` refuse on any conflict;
@@ -107,7 +108,7 @@ def refuses(mode: str, conflicts: list[Conflict]) -> bool:
     if not conflicts:
         return False
     if mode == "parallel-warn":
-        return any(c.access == "held" for c in conflicts)
+        return any(c.access in ("held", "merge-hold") for c in conflicts)
     return True
 
 

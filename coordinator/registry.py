@@ -36,6 +36,7 @@ from protocol.paths import Pattern, PatternIndex
 
 from . import lifecycle
 from .lifecycle import ALIVE
+from .mergeholds import MergeHold
 
 
 @dataclass(eq=False)
@@ -115,6 +116,14 @@ class SnapshotHold(msgspec.Struct, frozen=True):
     hold_for: float
 
 
+class SnapshotMergeHold(msgspec.Struct, frozen=True):
+    path: str
+    holder: str
+    branch: str
+    commits: list[str]
+    target: str = "main"
+
+
 class Snapshot(msgspec.Struct, frozen=True):
     """The registry at one ledger id, so a long ledger need not be replayed from 1.
     Times are stored as durations and restored against the restart's ``now``."""
@@ -134,6 +143,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     blocked: dict[str, str] = {}
     repair: RepairState = RepairState()
     edit_batches: list[str] = []  # agents with an edit batch not yet verified
+    merge_holds: list[SnapshotMergeHold] = []
 
 
 SNAPSHOT_FORMAT = 1
@@ -167,6 +177,9 @@ class Registry:
     edit_batches: dict[str, float] = field(default_factory=dict)
     expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
+    # Released paths whose commits have not reached the integration branch (mergeholds.py).
+    merge_holds: PatternIndex = field(default_factory=PatternIndex)
+    merge_holds_by_path: dict[str, MergeHold] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ queries
 
@@ -219,6 +232,10 @@ class Registry:
             blocked=dict(self.blocked),
             repair=self.repair,
             edit_batches=list(self.edit_batches),
+            merge_holds=[
+                SnapshotMergeHold(h.path.text, h.holder, h.branch, list(h.commits), h.target)
+                for h in self.merge_holds_by_path.values()
+            ],
         )
 
     @classmethod
@@ -252,6 +269,8 @@ class Registry:
         for h in snap.holds:
             pattern = Pattern.parse(h.pattern)
             reg.holds.add(pattern, Hold(pattern, h.former, h.token, now + h.hold_for))
+        for mh in snap.merge_holds:
+            reg._add_merge_hold(MergeHold(Pattern.parse(mh.path), mh.holder, mh.branch, tuple(mh.commits), mh.target))
         return reg
 
     # ------------------------------------------------------------------ the one mutator
@@ -294,6 +313,14 @@ class Registry:
                 self._paused(record, now)
             case rec.CoordinatorStarted():
                 self._started(record)
+            case rec.MergeHeld():
+                for path, commits in record.paths.items():
+                    self._add_merge_hold(MergeHold(Pattern.parse(path), record.agent, record.branch, tuple(commits), record.target))
+            case rec.MergeFreed():
+                for path in record.paths:
+                    hold = self.merge_holds_by_path.pop(path, None)
+                    if hold is not None:
+                        self.merge_holds.remove(hold.path, hold)
 
     # ------------------------------------------------------------------ handlers
 
@@ -373,6 +400,13 @@ class Registry:
                     hold = Hold(entry.pattern, record.agent, entry.token, now + hold_for)
                     self.holds.add(entry.pattern, hold)
 
+    def _add_merge_hold(self, hold: MergeHold) -> None:
+        old = self.merge_holds_by_path.pop(hold.path.text, None)
+        if old is not None:
+            self.merge_holds.remove(old.path, old)
+        self.merge_holds.add(hold.path, hold)
+        self.merge_holds_by_path[hold.path.text] = hold
+
     def _remove_entry(self, entry: ClaimEntry) -> None:
         self.claims.remove(entry.pattern, entry)
         mine = self.claims_by_agent[entry.agent]
@@ -439,6 +473,7 @@ class Registry:
             "agents_known": len(self.agents),
             "claims": len(self.claims),
             "holds": len(self.holds),
+            "merge_holds": len(self.merge_holds_by_path),
             "next_token": self.next_token,
         }
 
@@ -453,6 +488,6 @@ STATE_KINDS = frozenset(
         rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
-        rec.RuleDecided, rec.VerifyRefused,
+        rec.RuleDecided, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,
     )
 )  # fmt: skip

@@ -36,7 +36,14 @@ from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError
-from protocol.messages import HARD_FRAME_LIMIT, Heartbeat, JobQuery, StatusReply
+from protocol.messages import (
+    HARD_FRAME_LIMIT,
+    Bye,
+    Heartbeat,
+    JobQuery,
+    Release,
+    StatusReply,
+)
 from protocol.trio_zmq import TrioSocket
 
 from .core import Core
@@ -139,7 +146,7 @@ class Server:
                 for probe in self._jobs.config.scheduled_probes():
                     nursery.start_soon(self._jobs.run_scheduled, probe)
                 if self.refs is not None:
-                    await nursery.start(self.refs.watch)
+                    await nursery.start(self.refs.watch, self._settle_merge_holds)
                 nursery.start_soon(self._serve_requests)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
@@ -266,14 +273,23 @@ class Server:
         """Before the core judges intents and claims that carry a HEAD: catch up with the
         refs (a stat of the ref files; git only if they moved) and learn each unknown
         head's lag behind the integration branch (one git call per new head)."""
-        if self.refs is None or self.settings.fresh_base == "off":
+        if self.refs is None:
             return
         heads = {getattr(message, "head", None) for _, message in messages} - {None}
-        if not heads:
+        releases = any(isinstance(message, (Release, Bye)) for _, message in messages)
+        if not heads and not releases:
             return
-        await self.refs.sync()
+        await self.refs.sync()  # a release must see the branch's newest commits
         for head in heads:
             await self.refs.ensure_lag(head)
+
+    async def _settle_merge_holds(self) -> None:
+        """The integration branch moved: free the merge holds whose commits reached it."""
+        pending = self.core.pending_merge_commits()
+        if pending:
+            merged = await self.refs.merged_among(pending)
+            if merged:
+                await self.apply(lambda now: self.core.commits_merged(merged, now))
 
     async def _tick(self) -> None:
         interval = min(0.25, max(0.02, self.settings.heartbeat / 5))
@@ -300,6 +316,8 @@ class Server:
                 return
 
     async def _on_process_exit(self, session: str, detail: str) -> None:
+        if self.refs is not None:
+            await self.refs.sync()  # its last commits decide which released paths stay held
         await self.apply(lambda now: self.core.process_exited(session, now, detail))
 
     async def apply(self, call) -> None:

@@ -202,6 +202,30 @@ class IntentDecided(Record, frozen=True, kw_only=True):
     stale: list[StaleBase] = []  # paths the integration branch changed since the agent's base
 
 
+class MergeHeld(Record, frozen=True, kw_only=True):
+    """Released paths whose commits on the holder's ``branch`` have not reached the
+    integration branch (``target``) stay refused to others until they do."""
+
+    KIND: ClassVar[str] = "merge.held"
+
+    paths: dict[str, list[str]]  # path -> the commits the hold waits for
+    branch: str
+    target: str = "main"
+
+
+class MergeFreed(Record, frozen=True, kw_only=True):
+    """Merge holds ended: their commits reached the integration branch, or an operator
+    abandoned them (``forced``, ``by``)."""
+
+    KIND: ClassVar[str] = "merge.freed"
+
+    paths: list[str]
+    branch: str
+    reason: str
+    forced: bool | UnsetType = UNSET
+    by: str | UnsetType = UNSET
+
+
 # ---------------------------------------------------------------- jobs, verify, done
 
 
@@ -401,7 +425,7 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
 CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, TokensReserved,
     AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
-    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, IntentDecided,
+    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, IntentDecided, MergeHeld, MergeFreed,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,
     RuleDecided, RuleResponse, Notice, TaskQueued,

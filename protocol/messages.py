@@ -101,6 +101,14 @@ class Release(Request, frozen=True, kw_only=True, tag="release"):
     by: str = ""
 
 
+class Abandon(Request, frozen=True, kw_only=True, tag="abandon"):
+    """Operator: give up on ``branch``; the merge holds waiting for it are freed."""
+
+    branch: str
+    reason: str = ""
+    by: str = ""
+
+
 class Intent(Request, frozen=True, kw_only=True, tag="intent"):
     """The agent is about to write these concrete files; ``token`` fences the write."""
 
@@ -277,6 +285,16 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     running_for: float = 0.0
 
 
+class MergeHoldInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A released path kept from others until the holder's commits reach main."""
+
+    path: str
+    holder: str
+    branch: str
+    commits: list[str]
+    reason: str = ""
+
+
 class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     mode: str
     epoch: int
@@ -285,6 +303,7 @@ class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     agents: list[AgentInfo]
     claims: list[ClaimInfo]
     holds: list[HoldInfo] = []
+    merge_holds: list[MergeHoldInfo] = []
     seq: int = 0
     statistics: dict[str, Any] = {}
     jobs: list[JobInfo] = []  # running jobs (filled by the coordinator's shell)
@@ -345,7 +364,7 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 
 ClientMessage = (
-    Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown
+    Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
     | Check | Verify | Done | JobQuery | PlanRun
 )
 ServerMessage = (

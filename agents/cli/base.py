@@ -45,6 +45,7 @@ VERB_MODULES: dict[str, str] = {
     "claim": "claims",
     "release": "claims",
     "intent": "claims",
+    "abandon": "claims",
     "status": "state",
     "ledger": "state",
     "top": "state",

@@ -134,6 +134,25 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
 
 
 @main.command()
+@click.argument("branch")
+@click.option("--reason", metavar="TEXT", help="Why (logged with the freed holds).")
+@endpoint_option
+@json_option
+@handle_errors
+def abandon(branch, reason, endpoint, as_json):
+    """Operator: give up on BRANCH; free the merge holds waiting for it.
+
+    A path released with commits that have not reached the integration branch stays
+    held (a merge hold) until they do. When that branch will never be merged, this
+    frees its paths for everyone (logged). Exit 2 if no merge hold waits for BRANCH.
+    """
+    by = os.environ.get("LOCKSTEP_AGENT") or os.environ.get("USER") or "operator"
+    reply = ask(endpoint, m.Abandon(branch=branch, reason=reason or "", by=by))
+    payload = {"released": reply.patterns, "holders": reply.holders, "branch": branch}
+    _out(as_json, payload, f"abandoned {branch}: freed {', '.join(reply.patterns)}")
+
+
+@main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--token", type=int, help="The fencing token of the grant this write relies on.")
 @click.option("--literal", is_flag=True, help="Each PATH is one file, even if its name holds [, * or ?.")

@@ -203,7 +203,28 @@ def guard_pre_push(remote, url, endpoint, as_json):
     from agents import guard as git_guard
 
     files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
+    _report_merge_holds(files, endpoint)
     _check_files(files, endpoint, as_json, "push")
+
+
+def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
+    """Say which pushed files others' merge holds keep (their unmerged commits touch
+    them: merging this push and theirs will conflict unless one goes first)."""
+    from agents import guard as git_guard
+    from agents.oneshot import CoordinatorUnreachable
+    from protocol import messages as m
+
+    if not files:
+        return
+    try:
+        state = ask(endpoint, m.Status())
+    except CoordinatorUnreachable:
+        return
+    me = git_guard.agent_name()
+    pushed = set(files)
+    for hold in state.merge_holds:
+        if hold.path in pushed and hold.holder != me:
+            click.echo(f"lockstep guard: {hold.path} is in {hold.holder}'s merge hold: {hold.reason}", err=True)
 
 
 

@@ -56,6 +56,7 @@ def _status_payload(reply: m.StatusReply) -> dict:
             for c in reply.claims
         ],
         "holds": reply.holds,
+        "merge_holds": reply.merge_holds,
         "jobs": reply.jobs,
         "statistics": reply.statistics,
     }
@@ -77,6 +78,10 @@ def _status_text(reply: m.StatusReply) -> str:
         lines += ["", "held after a stale holder (lock delay):"]
         for h in reply.holds:
             lines.append(f"  {h.pattern:<32} was {h.former_holder:<12} free in {h.free_in:.1f}s")
+    if reply.merge_holds:
+        lines += ["", "held until merged (released, but their commits have not reached the integration branch):"]
+        for mh in reply.merge_holds:
+            lines.append(f"  {mh.path:<32} {mh.holder:<16} branch {mh.branch:<16} {len(mh.commits)} commit(s)")
     return "\n".join(lines)
 
 

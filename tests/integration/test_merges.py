@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 
 from .conftest import cli, env_for, status, wait_until
 
@@ -66,3 +68,68 @@ def test_the_guard_refuses_committing_a_stale_base_path(repo, coordinator):
     refused = _git(repo.other, "commit", "-qm", "bob's change", env={"LOCKSTEP_AGENT": "bob"})
     assert refused.returncode != 0 and "stale base: src/app.py" in refused.stderr
     assert "git merge main" in refused.stderr
+
+
+def _commit_in(worktree, text, message):
+    (worktree / "src" / "app.py").write_text(text)
+    done = _git(worktree, "commit", "-qam", message)
+    assert done.returncode == 0, done.stderr
+
+
+def _merge_holds(repo):
+    return {h["path"]: h for h in status(repo)["merge_holds"]}
+
+
+def test_a_merge_hold_survives_release_and_restart_and_is_freed_when_the_branch_merges(repo, coordinator_in):
+    first = coordinator_in(repo, *FAST)
+    assert cli("intent", "src/app.py", "--agent", "bob", cwd=repo.other).rc == 0
+    _commit_in(repo.other, "bob's change\n", "bob's change")
+    released = cli("release", "--all", "--agent", "bob", cwd=repo.other)
+    assert released.rc == 0, released
+    refused = cli("intent", "src/app.py", "--agent", "alice", "--json", cwd=repo.root)
+    assert refused.rc == 1
+    assert "held until bob's 1 commit touching it reach main (branch wt-bob)" in refused.json["reason"]
+    hold = _merge_holds(repo)["src/app.py"]
+    assert hold["holder"] == "bob" and hold["branch"] == "wt-bob" and len(hold["commits"]) == 1
+    assert "held until merged" in cli("status", cwd=repo.root).out
+    first.stop()
+    coordinator_in(repo, *FAST)  # the hold is ledger state
+    assert "src/app.py" in _merge_holds(repo)
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
+    assert _git(repo.root, "merge", "-q", "wt-bob").returncode == 0
+    wait_until(lambda: not _merge_holds(repo), what="the merge hold to be freed by the merge")
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    tail = cli("ledger", "tail", "-n", "200", "--json", cwd=repo.root).out.splitlines()
+    kinds = [json.loads(line)["kind"] for line in tail]
+    assert "merge.held" in kinds and "merge.freed" in kinds
+
+
+def test_a_merge_hold_survives_the_end_of_the_session(repo, coordinator):
+    coordinator(*FAST)
+    script = (
+        "import subprocess, sys, pathlib\n"
+        "assert subprocess.run([sys.executable, '-m', 'agents.cli', 'intent', 'src/app.py']).returncode == 0\n"
+        "pathlib.Path('src/app.py').write_text('carol was here\\n')\n"
+        "subprocess.run(['git', 'commit', '-qam', 'carol'], check=True)\n"
+    )
+    ran = cli("run", "--agent", "carol", "--", sys.executable, "-c", script, cwd=repo.other, timeout=60)
+    assert ran.rc == 0, ran
+    wait_until(lambda: "src/app.py" in _merge_holds(repo), what="the merge hold after the session ended")
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
+
+
+def test_an_operator_abandons_a_branch_or_forces_a_path(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("intent", "src/app.py", "src/other.py", "--agent", "bob", cwd=repo.other).rc == 0
+    (repo.other / "src" / "other.py").write_text("x\n")
+    _git(repo.other, "add", "src/other.py")
+    _commit_in(repo.other, "bob's change\n", "bob's change")
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    assert set(_merge_holds(repo)) == {"src/app.py", "src/other.py"}
+    forced = cli("release", "--force", "src/other.py", "--reason", "not needed", "--json", cwd=repo.root)
+    assert forced.rc == 0 and forced.json["released"] == ["src/other.py"]
+    assert cli("abandon", "nope", cwd=repo.root).rc == 2
+    abandoned = cli("abandon", "wt-bob", "--reason", "dead end", "--json", cwd=repo.root)
+    assert abandoned.rc == 0 and abandoned.json["released"] == ["src/app.py"]
+    assert not _merge_holds(repo)
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0

@@ -81,6 +81,8 @@ SAMPLES: list[rec.Record] = [
     rec.ClaimReleased(agent="a", session="3.1", token=7, patterns=["src/**"], reason="forced by ops: stuck", hold_for=0.0, forced=True, by="ops"),
     rec.ClaimExpired(agent="a", session="3.1", token=7, patterns=["src/**"], reason="a: no heartbeat", hold_for=15.0),
     rec.IntentDecided(agent="a", session="3.1", token=8, verdict="allow", reason="allowed", paths=["x.py"]),
+    rec.MergeHeld(agent="a", session="3.1", paths={"x.py": ["c1", "c2"]}, branch="refs/heads/a", target="main"),
+    rec.MergeFreed(agent="a", paths=["x.py"], branch="refs/heads/a", reason="abandoned by op: dead", forced=True, by="op"),
     rec.JobStarted(agent="a", session="3.1", job="3.1", kind="check", probe=ProbeRequest(kind="write", params={"path": "x"}), cwd="/w"),
     rec.ProbeResult(agent="a", job="3.1", name="w", kind="write", target="x", verdict="pass", details={"hash": "abc"}),
     rec.VerifyResult(agent="a", job="3.2", name="tests", kind="command", target="pytest", verdict="fail", exit_code=1, finding="command failed"),

@@ -1,0 +1,60 @@
+"""Merge holds: a released path stays refused to others until its commits reach main.
+
+Theory
+------
+* Releasing a claim (explicitly, at session end, or when a session goes stale) says
+  "I am done writing", not "my change is in main".  If the agent's branch has commits
+  touching the path that the integration branch does not contain yet, another agent
+  that edits the path from main now will conflict with them at merge time.  So such a
+  path becomes a *merge hold*: refused to everyone but its holder, in every mode.
+* What to hold comes from the integration index's ``unmerged`` map (per agent branch:
+  path -> the branch's commits touching it that main lacks), kept current by the shell
+  when refs move.  Only those concrete paths are held, whatever pattern was released.
+* A hold ends when every one of its commits is reachable from the integration branch
+  (``merge.freed``, reason "merged"), or when an operator abandons it (``release
+  --force PATH``, ``abandon BRANCH``: reason "abandoned").  Nothing else ends it: not
+  the session's end, not a coordinator restart (holds are ledger state and part of the
+  snapshot).
+* Holds are applied by the registry from ``merge.held`` / ``merge.freed`` records
+  (registry.py, Rule 1); this module holds the shapes and the read-only questions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.messages import Conflict
+from protocol.paths import Pattern
+
+
+@dataclass(eq=False)
+class MergeHold:
+    path: Pattern  # a concrete file
+    holder: str
+    branch: str  # refs/heads/NAME of the holder's worktree
+    commits: tuple[str, ...]  # the holder's commits touching it that main lacked
+    target: str = "main"  # the integration branch's short name
+
+    @property
+    def short_branch(self) -> str:
+        return self.branch.removeprefix("refs/heads/")
+
+    def describe(self) -> str:
+        n = len(self.commits)
+        return (
+            f"held until {self.holder}'s {n} commit{'s' if n != 1 else ''} touching it reach {self.target} "
+            f"(branch {self.short_branch}); merge it, or an operator runs `lockstep abandon {self.short_branch}`"
+        )
+
+
+def conflict(hold: MergeHold) -> Conflict:
+    return Conflict(holder=hold.holder, pattern=hold.path.text, access="merge-hold", reason=hold.describe())
+
+
+def held_paths(unmerged: dict[str, tuple[str, ...]], patterns: list[Pattern]) -> dict[str, tuple[str, ...]]:
+    """The paths of ``unmerged`` (path -> commits) that the released ``patterns`` cover."""
+    found = {}
+    for path, commits in unmerged.items():
+        if any(p.text == path if p.is_literal else p.matches(path) for p in patterns):
+            found[path] = commits
+    return found
