@@ -122,6 +122,10 @@ class Server:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
                 self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree, self.place.state_dir)
+                if self.refs is not None:
+                    # Read the integration branch before leases start: on a long history
+                    # this takes a while, and nobody's lease should run meanwhile.
+                    await self.refs.sync()
                 async with self._turn:
                     now = trio.current_time()
                     await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))
@@ -146,7 +150,7 @@ class Server:
                 for probe in self._jobs.config.scheduled_probes():
                     nursery.start_soon(self._jobs.run_scheduled, probe)
                 if self.refs is not None:
-                    await nursery.start(self.refs.watch, self._settle_merge_holds)
+                    nursery.start_soon(self.refs.watch, self._settle_merge_holds)
                 nursery.start_soon(self._serve_requests)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
