@@ -77,8 +77,9 @@ def make_repo(base: Path, files: int, history: int) -> Path:
             body = f"# commit {n}\n"
             lines += [f"M 100644 inline src/d{i % 100:02d}/f{i:05d}.py", f"data {len(body)}", body.rstrip("\n")]
         lines.append("")
-    subprocess.run(["git", "fast-import", "--quiet", "--force"], cwd=main, input="\n".join(lines) + "\n", text=True, check=True)
-    git(main, "reset", "-q", "--hard", "main")
+    if lines:
+        subprocess.run(["git", "fast-import", "--quiet", "--force"], cwd=main, input="\n".join(lines) + "\n", text=True, check=True)
+        git(main, "reset", "-q", "--hard", "main")
     return main
 
 
