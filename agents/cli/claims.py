@@ -145,6 +145,11 @@ def abandon(branch, reason, endpoint, as_json):
     A path released with commits that have not reached the integration branch stays
     held (a merge hold) until they do. When that branch will never be merged, this
     frees its paths for everyone (logged). Exit 2 if no merge hold waits for BRANCH.
+
+    \b
+    Examples:
+      lockstep abandon w3 --reason 'the experiment was dropped'
+      lockstep abandon w3 --json
     """
     by = os.environ.get("LOCKSTEP_AGENT") or os.environ.get("USER") or "operator"
     reply = ask(endpoint, m.Abandon(branch=branch, reason=reason or "", by=by))
