@@ -21,7 +21,7 @@ Rules of the edit:
 * Ours are recognised by their command (``... hook CLIENT`` run through ``lockstep`` or
   ``agents.cli``).  Installing first takes ours out, then adds one fresh group per event,
   so running it twice changes nothing the second time, and an older install (say, one
-  without the Stop hook) is brought up to date.
+  whose matcher lacked ``Bash``) is brought up to date.
 * Uninstalling takes out only our commands; a group, event or ``hooks`` object left
   empty by that goes too.
 * A file that is not a JSON object is refused (``UsageError``), never overwritten.
@@ -44,18 +44,16 @@ from protocol.errors import UsageError
 
 __all__ = ["CLIENTS", "Change", "apply", "default_command", "plan", "settings_path"]
 
-# Per client: (project file, user file, {event: (matcher or None, timeout)}, timeout unit).
-# Tool hooks answer in milliseconds; the turn-end gate may run the verify suite.
+# Per client: the settings files and {event: (matcher or None, timeout)}; Gemini CLI
+# counts timeouts in milliseconds, the others in seconds.  Only events the hook
+# commands act on are registered: a hook process costs every tool call a start-up.
 CLIENTS: dict[str, dict[str, Any]] = {
     "claude": {
         "project": ".claude/settings.json",
         "user": ".claude/settings.json",
         "events": {
             "PreToolUse": ("Write|Edit|MultiEdit|NotebookEdit|Bash", 30),
-            "PostToolUse": ("Write|Edit|MultiEdit|NotebookEdit|Bash", 30),
-            "Stop": (None, 600),
-            "SubagentStop": (None, 600),
-            "UserPromptSubmit": (None, 30),
+            "PostToolUse": ("Write", 30),
         },
     },
     "codex": {
@@ -63,9 +61,6 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".codex/hooks.json",
         "events": {
             "PreToolUse": ("Bash|apply_patch", 30),
-            "PostToolUse": ("Bash|apply_patch", 30),
-            "Stop": (None, 600),
-            "UserPromptSubmit": (None, 30),
         },
     },
     "gemini": {
@@ -73,9 +68,6 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".gemini/settings.json",
         "events": {
             "BeforeTool": ("write_file|replace|run_shell_command", 30_000),
-            "AfterTool": ("write_file|replace|run_shell_command", 30_000),
-            "AfterAgent": (None, 600_000),
-            "BeforeAgent": (None, 30_000),
         },
     },
 }

@@ -51,7 +51,22 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
     """`lockstep hook claude`: answer one Claude Code hook event read from stdin."""
     from agents import hooks
 
-    event = hooks.parse_event(sys.stdin.read())
+    text = sys.stdin.read()
+    if '"Bash"' in text:  # a shell call: ask for the files the command will write
+        import json
+
+        try:
+            peek = json.loads(text)
+        except ValueError:
+            peek = None
+        if isinstance(peek, dict) and peek.get("tool_name") == "Bash" and peek.get("hook_event_name") == "PreToolUse":
+            from agents import toolwrites
+
+            answer = toolwrites.answer("claude", text, endpoint, fail_closed)
+            if answer.stdout != "{}" or as_json:
+                echo(answer.stdout)
+            sys.exit(answer.exit_code)
+    event = hooks.parse_event(text)
     cwd = event.get("cwd") or os.getcwd()
 
     def decide(agent: str, path: str) -> tuple[str, str]:

@@ -50,6 +50,56 @@ def hook_claude(fail_closed, endpoint, as_json):
     hook_claude_verb(fail_closed, endpoint, as_json=as_json)
 
 
+def _tool_hook(client: str, fail_closed: bool, endpoint: str | None) -> None:
+    from agents import toolwrites
+
+    answer = toolwrites.answer(client, sys.stdin.read(), endpoint, fail_closed)
+    if answer.stdout:
+        click.echo(answer.stdout)
+    if answer.stderr:
+        click.echo(answer.stderr, err=True)
+    sys.exit(answer.exit_code)
+
+
+@hook.command("codex")
+@click.option("--fail-closed", is_flag=True, help="Deny the call on every failure (no coordinator, bad input); default: allow with a warning.")
+@endpoint_option
+@json_option
+@handle_errors
+def hook_codex(fail_closed, endpoint, as_json):
+    """Codex hook (0.124+): reads the event JSON on stdin. Before apply_patch it asks
+    for a write intent for every file of the envelope (Update, Add, Delete, Move to);
+    before Bash, for the files the command writes (redirections, sed -i, cp, mv, rm,
+    git checkout --, ...). A block answers permissionDecision deny naming the holders;
+    a warning is a systemMessage and additionalContext. Other events answer {}.
+
+    \b
+    Examples:
+      lockstep hook install codex
+      lockstep hook codex < event.json
+    """
+    _tool_hook("codex", fail_closed, endpoint)
+
+
+@hook.command("gemini")
+@click.option("--fail-closed", is_flag=True, help="Deny the call on every failure (no coordinator, bad input); default: allow with a warning.")
+@endpoint_option
+@json_option
+@handle_errors
+def hook_gemini(fail_closed, endpoint, as_json):
+    """Gemini CLI hook: reads the event JSON on stdin. Before write_file and replace it
+    asks for a write intent for the file; before run_shell_command, for the files the
+    command writes. A block answers {"decision": "deny", "reason": ...} naming the
+    holders; a warning is a systemMessage. Other events answer {}.
+
+    \b
+    Examples:
+      lockstep hook install gemini
+      lockstep hook gemini --fail-closed < event.json
+    """
+    _tool_hook("gemini", fail_closed, endpoint)
+
+
 @hook.command("install")
 @click.argument("client", type=click.Choice(["claude", "codex", "gemini"]))
 @click.option("--project", "scope", flag_value="project", default=True, help="This worktree's settings (the default).")
@@ -65,10 +115,9 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
     the worktree) or the same under your home folder (--user).
 
     Merges with what is there and touches nothing else; running it again changes
-    nothing. Claude Code: PreToolUse/PostToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash,
-    Stop, SubagentStop, UserPromptSubmit. Codex: PreToolUse/PostToolUse on
-    Bash|apply_patch, Stop, UserPromptSubmit. Gemini CLI: BeforeTool/AfterTool on
-    write_file|replace|run_shell_command, AfterAgent, BeforeAgent.
+    nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash and
+    PostToolUse on Write. Codex: PreToolUse on Bash|apply_patch. Gemini CLI:
+    BeforeTool on write_file|replace|run_shell_command.
 
     \b
     Examples:

@@ -130,6 +130,10 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         event = {"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {"file_path": "src/other.py"}, "cwd": str(repo.root)}
         run("lockstep hook claude", "--json", stdin=json.dumps(event))
         run("lockstep hook install", "claude", "--dry-run", "--json")
+        shell = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "echo x > src/new.py"}, "cwd": str(repo.root)}
+        run("lockstep hook codex", "--json", stdin=json.dumps(shell))
+        gemini = {"hook_event_name": "BeforeTool", "tool_name": "write_file", "tool_input": {"file_path": "src/g.py"}, "cwd": str(repo.root)}
+        run("lockstep hook gemini", "--json", stdin=json.dumps(gemini))
         calls = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "intent", "arguments": {"paths": ["src/app.py"]}}},

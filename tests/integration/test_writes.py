@@ -72,3 +72,42 @@ def test_a_file_named_with_glob_characters_is_coordinated_end_to_end(repo, coord
     assert sibling.rc == 0 and sibling.json["verdict"] == "allow"
     holders = {c["pattern"]: c["holder"] for c in status(repo)["claims"]}
     assert holders["app/\\[slug]/page.tsx"] == "alice" and holders["app/s/page.tsx"] == "bob"
+
+
+def test_shell_and_patch_writes_of_a_held_file_are_denied_for_every_client(repo, coordinator):
+    coordinator(*FAST)
+    (repo.other / "src" / "main.py").write_text("old\n")
+    assert cli("claim", "src/main.py", "--agent", "alice", cwd=repo.root).rc == 0
+    cases = [
+        ("claude", "pre_tool_use_bash.json"),  # sed -i ... src/main.py
+        ("codex", "pre_tool_use_bash.json"),  # echo x > src/main.py
+        ("codex", "pre_tool_use_apply_patch.json"),  # *** Update File: src/main.py
+        ("gemini", "before_tool_shell.json"),  # sed -i ... main.py in directory src
+        ("gemini", "before_tool_write_file.json"),
+    ]
+    for client, name in cases:
+        answer = _hook(client, _fixture(client, name, repo.other), repo.other, {"LOCKSTEP_AGENT": "bob"})
+        assert answer.returncode == 0, (client, name, answer.stderr)
+        document = json.loads(answer.stdout)
+        if client == "gemini":
+            assert document["decision"] == "deny" and "alice" in document["reason"], (name, document)
+        else:
+            decision = document["hookSpecificOutput"]
+            assert decision["permissionDecision"] == "deny" and "alice" in decision["permissionDecisionReason"], (client, name)
+    # a shell call writing only free files goes on, and claims them for its writer
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    event["tool_input"]["command"] = "cd src && echo x > fresh.py"
+    allowed = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+    assert allowed.returncode == 0 and allowed.stdout.strip() in ("", "{}")
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["src/fresh.py"] == "bob"
+
+
+def test_without_a_coordinator_hooks_warn_visibly_or_deny_when_fail_closed(repo):
+    for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
+        event = _fixture(client, name, repo.root)
+        open_ = _hook(client, event, repo.root, {"LOCKSTEP_TIMEOUT": "0.5"})
+        assert open_.returncode == 0 and "not coordinated" in json.loads(open_.stdout)["systemMessage"]
+        closed = _hook(client, event, repo.root, {"LOCKSTEP_TIMEOUT": "0.5"}, "--fail-closed")
+        document = json.loads(closed.stdout)
+        assert closed.returncode == 0
+        assert document.get("decision") == "deny" or document["hookSpecificOutput"]["permissionDecision"] == "deny"

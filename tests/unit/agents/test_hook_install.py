@@ -80,7 +80,7 @@ def test_merge_keeps_everything_else(tmp_path: Path) -> None:
 
 def test_an_old_install_is_brought_up_to_date(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
-    old = {"hooks": {"PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": '"/usr/bin/python3" -m agents.cli hook claude'}]}]}}
+    old = {"hooks": {"PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": '"/usr/bin/python3" -m agents.cli hook claude'}]}]}}
     path.write_text(json.dumps(old))
     _install("claude", path)
     settings = json.loads(path.read_text())
@@ -101,6 +101,7 @@ def test_dry_run_diff_and_no_write(tmp_path: Path) -> None:
     path.write_text("{}\n")
     change = plan("gemini", path, command="lockstep hook gemini")
     assert "+" in change.diff() and "BeforeTool" in change.diff()
+    assert set(json.loads(change.after)["hooks"]) == {"BeforeTool"}
     assert path.read_text() == "{}\n"
     gemini_hook = json.loads(change.after)["hooks"]["BeforeTool"][0]
     assert gemini_hook["matcher"] == "write_file|replace|run_shell_command"

@@ -1,0 +1,203 @@
+"""Before a coding client's tool call: which files it will write, and the answer to give.
+
+One reading for three clients (payloads in tests/fixtures/hooks, sources in its README):
+
+==========  ====================================  ==========================================
+client      tool (``tool_name``)                   files it writes
+==========  ====================================  ==========================================
+claude      Write, Edit, MultiEdit, NotebookEdit   ``tool_input.file_path`` / ``notebook_path``
+claude      Bash                                   ``agents.shellwrites`` on ``command``
+codex       apply_patch                            ``agents.patches`` on ``tool_input.command``
+codex       Bash                                   ``agents.shellwrites`` on ``command``
+gemini      write_file, replace                    ``tool_input.file_path``
+gemini      run_shell_command                      ``agents.shellwrites``, in ``directory``
+                                                   (``dir_path`` in newer releases)
+==========  ====================================  ==========================================
+
+Paths are concrete files, resolved against the event's ``cwd``; a name with ``[``, ``*``
+or ``?`` is that name (``agents.paths.repo_relative(..., literal=True)``).  A shell glob
+is expanded against the file system as the shell would; one matching nothing is kept as
+written.
+
+Answers, in each client's documented format:
+
+* deny - Claude Code and Codex: ``hookSpecificOutput.permissionDecision = "deny"`` with the
+  reason (shown to the model); Gemini CLI: ``{"decision": "deny", "reason": ...}``.
+* warn (``parallel-warn`` mode, coordinator down, unreadable input) - exit 0 with JSON the
+  client shows: ``systemMessage`` (the user) and, for Claude Code and Codex,
+  ``hookSpecificOutput.additionalContext`` (the model).  Never exit 1, which the clients
+  treat as a hook failure and ignore.
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+import json
+import os
+from typing import Callable, NamedTuple
+
+CLIENT_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
+FILE_TOOLS = {
+    "claude": {"Write", "Edit", "MultiEdit", "NotebookEdit"},
+    "codex": set(),
+    "gemini": {"write_file", "replace"},
+}
+SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"Bash", "shell", "local_shell", "exec_command"}, "gemini": {"run_shell_command"}}
+PATCH_TOOLS = {"claude": set(), "codex": {"apply_patch"}, "gemini": set()}
+MAX_GLOB_MATCHES = 1000
+
+
+class Targets(NamedTuple):
+    paths: list[str]  # absolute or cwd-relative file paths
+    unknown: list[str]  # why the call may write more than that
+
+
+class Answer(NamedTuple):
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+def targets(client: str, event: dict) -> Targets:
+    """The files the event's tool call will write (never raises on odd input)."""
+    tool = event.get("tool_name")
+    tool_input = event.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return Targets([], [] if tool_input is None else ["tool_input is not an object"])
+    cwd = str(event.get("cwd") or os.getcwd())
+    if tool in FILE_TOOLS.get(client, ()):
+        path = tool_input.get("file_path") or tool_input.get("notebook_path")
+        return Targets([path] if isinstance(path, str) and path else [], [])
+    if tool in PATCH_TOOLS.get(client, ()):
+        from agents.patches import patch_files
+
+        found = patch_files(tool_input.get("command", tool_input.get("input")))
+        return Targets(found.paths, found.problems)
+    if tool in SHELL_TOOLS.get(client, ()):
+        command = tool_input.get("command", tool_input.get("cmd"))
+        if isinstance(command, list):  # an argv form
+            import shlex
+
+            command = shlex.join(str(word) for word in command)
+        folder = tool_input.get("directory") or tool_input.get("dir_path") or tool_input.get("workdir") or ""
+        here = os.path.join(cwd, folder) if isinstance(folder, str) else cwd
+        return _shell_targets(command, here)
+    return Targets([], [])
+
+
+def _shell_targets(command: object, here: str) -> Targets:
+    from agents.shellwrites import write_targets
+
+    found = write_targets(command, is_dir=lambda path: os.path.isdir(os.path.join(here, path)))  # type: ignore[arg-type]
+    paths = [os.path.join(here, path) for path in found.targets]
+    for pattern in found.globs:
+        matches = sorted(globbing.glob(os.path.join(here, pattern)))[:MAX_GLOB_MATCHES]
+        paths += matches or [os.path.join(here, pattern)]
+    return Targets(paths, found.unknown)
+
+
+def deny(client: str, reason: str) -> Answer:
+    if client == "gemini":
+        return Answer(0, json.dumps({"decision": "deny", "reason": reason}))
+    return Answer(0, json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}}))
+
+
+def warn(client: str, message: str, event_name: str | None = None) -> Answer:
+    """Exit 0 with a message the client shows (to the model where it can)."""
+    document: dict = {"systemMessage": message}
+    if client in ("claude", "codex") and event_name in ("PreToolUse", "PostToolUse", "UserPromptSubmit"):
+        document["hookSpecificOutput"] = {"hookEventName": event_name, "additionalContext": message}
+    elif client == "gemini" and event_name in ("AfterTool", "BeforeAgent"):
+        document["hookSpecificOutput"] = {"additionalContext": message}
+    return Answer(0, json.dumps(document))
+
+
+Decide = Callable[[list[str]], "tuple[str, str]"]  # repo-relative escaped paths -> (verdict, reason)
+
+
+def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str], "str | None"]) -> Answer:
+    """The answer to a pre-tool event: one intent for every file the call writes.
+
+    ``resolve(path)`` gives the repo-relative literal pattern, or None outside the
+    repository; ``decide(patterns)`` asks the coordinator."""
+    found = targets(client, event)
+    patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+    if not patterns:
+        return Answer(0, "{}")
+    verdict, reason = decide(patterns)
+    if verdict == "block":
+        return deny(client, f"lockstep: {reason}")
+    if verdict == "warn":
+        return warn(client, f"lockstep: {reason}", CLIENT_EVENTS[client] if client != "gemini" else None)
+    return Answer(0, "{}")
+
+
+def agent_for(client: str, event: dict) -> str:
+    name = os.environ.get("LOCKSTEP_AGENT")
+    if name:
+        return name
+    session = "".join(c for c in str(event.get("session_id", "")) if c.isalnum())[:12]
+    return f"{client}-{session or 'anonymous'}"
+
+
+def answer(client: str, text: str, endpoint: str | None = None, fail_closed: bool = False) -> Answer:
+    """The whole hook: stdin text in, the client's answer out.
+
+    Every failure - input that is not an event, no coordinator, an unexpected error -
+    denies under ``fail_closed`` and otherwise lets the call go on with a visible
+    warning; the exit code is never 1 (which the clients would silently ignore)."""
+    try:
+        event = json.loads(text)
+    except ValueError as exc:
+        event, problem = {}, f"hook input is not JSON ({exc})"
+    else:
+        problem = None if isinstance(event, dict) and "hook_event_name" in event else f"hook input is not a {client} hook event"
+    if problem is not None:
+        return _failed(client, problem, None, fail_closed)
+    kind = event.get("hook_event_name")
+    if kind != CLIENT_EVENTS[client]:
+        return Answer(0, "{}")
+    try:
+        return before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
+    except Exception as exc:  # noqa: BLE001 - every failure gets an answer the client shows
+        from agents.oneshot import CoordinatorUnreachable, RequestFailed
+
+        known = isinstance(exc, (CoordinatorUnreachable, RequestFailed))
+        message = f"{exc}" if known else f"unexpected {type(exc).__name__}: {exc}"
+        return _failed(client, message, kind, fail_closed)
+
+
+def _failed(client: str, problem: str, kind: str | None, fail_closed: bool) -> Answer:
+    if fail_closed:
+        return deny(client, f"lockstep: {problem} (--fail-closed)")
+    return warn(client, f"lockstep: {problem}; this write is not coordinated", kind)
+
+
+def _resolver(event: dict) -> Callable[[str], "str | None"]:
+    from agents.paths import repo_relative
+    from protocol.discovery import locate
+    from protocol.errors import LockstepError
+
+    cwd = str(event.get("cwd") or os.getcwd())
+    places: list = []  # found on first use: a call writing nothing needs no git
+
+    def resolve(path: str) -> str | None:
+        if not places:
+            places.append(locate(cwd))
+        try:
+            return repo_relative(path, places[0], cwd, literal=True)
+        except LockstepError:
+            return None  # outside the repository (or a name no repository file can have)
+
+    return resolve
+
+
+def _decider(client: str, event: dict, endpoint: str | None) -> Decide:
+    def decide(patterns: list[str]) -> tuple[str, str]:
+        from agents.oneshot import open_oneshot
+
+        with open_oneshot(agent_for(client, event), cwd=str(event.get("cwd") or os.getcwd()), endpoint=endpoint) as session:
+            decision = session.intent(patterns)
+        return decision.verdict, decision.reason
+
+    return decide

@@ -1,0 +1,75 @@
+"""agents.toolwrites: the files a client's tool call writes, from the payloads the
+clients send (tests/fixtures/hooks), and the answers in each client's format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agents import toolwrites
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "hooks"
+
+
+def _event(client: str, name: str) -> dict:
+    return json.loads((FIXTURES / client / name).read_text())
+
+
+@pytest.mark.parametrize(
+    ("client", "name", "expected"),
+    [
+        ("claude", "pre_tool_use_bash.json", ["/repo/src/main.py"]),
+        ("claude", "pre_tool_use_write.json", ["/repo/app/[slug]/page.tsx"]),
+        ("claude", "pre_tool_use_edit.json", ["/repo/src/main.py"]),
+        ("codex", "pre_tool_use_bash.json", ["/repo/src/main.py"]),
+        ("codex", "pre_tool_use_apply_patch.json", ["src/main.py", "app/[slug]/page.tsx", "src/helpers.py", "src/gone.py", "src/util.py"]),
+        ("gemini", "before_tool_write_file.json", ["/repo/src/main.py"]),
+        ("gemini", "before_tool_replace.json", ["/repo/src/main.py"]),
+        ("gemini", "before_tool_shell.json", ["/repo/src/main.py"]),
+    ],
+)
+def test_targets_of_recorded_payloads(client: str, name: str, expected: list[str]) -> None:
+    found = toolwrites.targets(client, _event(client, name))
+    assert sorted(found.paths) == sorted(expected) and not found.unknown
+
+
+def test_other_tools_and_odd_input_write_nothing() -> None:
+    assert toolwrites.targets("claude", {"tool_name": "Read", "tool_input": {"file_path": "x"}}).paths == []
+    assert toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": "rm x"}).unknown
+    assert toolwrites.targets("codex", {"tool_name": "apply_patch", "tool_input": {"command": 42}}).unknown
+    assert toolwrites.targets("gemini", {"tool_name": "run_shell_command", "tool_input": {"command": ["rm", "x y"], "dir_path": "d"}, "cwd": "/r"}).paths == ["/r/d/x y"]
+
+
+def test_a_block_is_denied_in_each_clients_format() -> None:
+    for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
+        asked = []
+        answer = toolwrites.before_tool(client, _event(client, name), lambda patterns: (asked.append(patterns), ("block", "held by alice"))[1], lambda p: p)
+        document = json.loads(answer.stdout)
+        assert answer.exit_code == 0 and asked
+        if client == "gemini":
+            assert document == {"decision": "deny", "reason": "lockstep: held by alice"}
+        else:
+            assert document["hookSpecificOutput"]["permissionDecision"] == "deny"
+            assert "alice" in document["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_a_warning_reaches_the_model_and_allow_is_silent() -> None:
+    event = _event("claude", "pre_tool_use_bash.json")
+    warned = json.loads(toolwrites.before_tool("claude", event, lambda p: ("warn", "bob writes it too"), lambda p: p).stdout)
+    assert "bob" in warned["systemMessage"] and "bob" in warned["hookSpecificOutput"]["additionalContext"]
+    assert toolwrites.before_tool("claude", event, lambda p: ("allow", "ok"), lambda p: p).stdout == "{}"
+    # nothing inside the repository: no question asked
+    assert toolwrites.before_tool("claude", event, lambda p: pytest.fail("asked"), lambda p: None).stdout == "{}"
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_bad_input_warns_or_denies_never_exits_1(client: str) -> None:
+    for text in ["not json", "[]", '{"no": "event"}']:
+        open_ = toolwrites.answer(client, text)
+        assert open_.exit_code == 0 and "systemMessage" in json.loads(open_.stdout)
+        closed = toolwrites.answer(client, text, fail_closed=True)
+        document = json.loads(closed.stdout)
+        assert closed.exit_code == 0
+        assert document.get("decision") == "deny" or document["hookSpecificOutput"]["permissionDecision"] == "deny"
