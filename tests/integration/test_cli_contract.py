@@ -122,6 +122,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         done = run("lockstep done", "--agent", "alice", "--json")[0]
         assert done["subject"] == "done" and "type" not in done and "req" not in done  # item 13
         run("lockstep release", "src/app.py", "--agent", "alice", "--json")
+        run("lockstep abandon", "no-such-branch", "--reason", "contract test", "--json", rc=2)
         run("lockstep plan run", "PLAN.toml", "--json")
         run("lockstep plan status", "--json")
         run("lockstep guard install", "--json")
