@@ -24,6 +24,7 @@ import os
 import signal
 import socket
 import time
+import traceback
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -33,7 +34,7 @@ import zmq
 
 from ledger import Ledger
 from probes.pool import open_probe_pool
-from protocol.codec import decode_request, encode
+from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError
 from protocol.messages import (
@@ -71,7 +72,6 @@ GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
 CHECKPOINT_INTERVAL = 2.0
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
-_sniff_req = msgspec.msgpack.Decoder(dict[str, object])
 
 
 class Server:
@@ -251,15 +251,18 @@ class Server:
                     try:
                         messages.append((peer, decode_request(frames[1])))
                     except PeerError as exc:
-                        effects += core.reject(peer, exc, _req_of(frames[1]))
+                        effects += core.reject(peer, exc, sniff_req(frames[1]))
                 await self._know_heads(messages)
                 now = trio.current_time()
                 for peer, message in messages:
-                    if isinstance(message, JobQuery):  # read-only: the job runner knows
-                        effects += self._jobs.answer(peer, message)
-                        continue
-                    effects += core.receive(peer, message, now)
-                    only_heartbeats &= isinstance(message, Heartbeat)
+                    try:
+                        if isinstance(message, JobQuery):  # read-only: the job runner knows
+                            effects += self._jobs.answer(peer, message)
+                            continue
+                        effects += core.receive(peer, message, now)
+                        only_heartbeats &= isinstance(message, Heartbeat)
+                    except Exception:  # a bug on one message: answer that peer, keep serving
+                        effects += self._bug_answer(peer, message)
                 await self._execute(effects)
             finally:
                 turn.release()
@@ -294,6 +297,12 @@ class Server:
             merged = await self.refs.merged_among(pending)
             if merged:
                 await self.apply(lambda now: self.core.commits_merged(merged, now))
+
+    def _bug_answer(self, peer: bytes, message) -> list:
+        """Effects for a message whose handling raised outside the core's own guard."""
+        log.error("bug while handling a message (answered 'internal', still serving):\n%s", traceback.format_exc())
+        error = PeerError("internal", "the coordinator hit a bug handling this message (see coordinator.log)")
+        return self.core.reject(peer, error, getattr(message, "req", 0))
 
     async def _tick(self) -> None:
         interval = min(0.25, max(0.02, self.settings.heartbeat / 5))
@@ -363,15 +372,6 @@ class Server:
                     self._pids.unwatch(session)
                 case StopServing(reason=reason):
                     self.stop(reason)
-
-
-def _req_of(frame: bytes) -> int:
-    """Best effort: the ``req`` of a message we refuse, so the client can match it."""
-    try:
-        req = _sniff_req.decode(frame).get("req", 0)
-        return req if isinstance(req, int) else 0
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return 0
 
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}
