@@ -136,6 +136,7 @@ async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncI
     raw.setsockopt(zmq.LINGER, 0)
     raw.setsockopt(zmq.RECONNECT_IVL, 50)
     raw.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
     sock = TrioSocket(raw)
     try:
         raw.connect(endpoint)

@@ -149,6 +149,7 @@ class Connection:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.RECONNECT_IVL, 50)
         self._sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        self._sock.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
         self._sock.connect(endpoint)
 
     def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:

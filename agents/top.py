@@ -384,6 +384,7 @@ async def follow(conn, pub_endpoint: str, view: View, on_change: Callable[[], No
     raw = ctx.socket(zmq.SUB)
     raw.setsockopt(zmq.LINGER, 0)
     raw.setsockopt(zmq.SUBSCRIBE, b"")
+    raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
     raw.connect(pub_endpoint)
     sub = TrioSocket(raw)
     try:

@@ -36,7 +36,7 @@ from ledger import Ledger
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
-from protocol.errors import PeerError
+from protocol.errors import PeerError, UsageError
 from protocol.messages import (
     HARD_FRAME_LIMIT,
     Bye,
@@ -72,6 +72,13 @@ GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
 CHECKPOINT_INTERVAL = 2.0
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
+
+
+class BindFailed(UsageError):
+    """An endpoint could not be bound (in use, bad address): ``serve`` says so, exit 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="bind_failed")
 
 
 class Server:
@@ -185,9 +192,17 @@ class Server:
         raw.setsockopt(zmq.RCVHWM, 100_000)
         if kind == zmq.ROUTER:
             raw.setsockopt(zmq.MAXMSGSIZE, HARD_FRAME_LIMIT)
-        if endpoint.startswith("ipc://") and not endpoint.startswith("ipc://@"):
-            Path(endpoint[len("ipc://") :]).unlink(missing_ok=True)  # left by a killed coordinator
-        raw.bind(endpoint)
+        raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT; IPv4 addresses still work
+        path = Path(endpoint[len("ipc://") :]) if endpoint.startswith("ipc://") else None
+        if path is not None:
+            path.unlink(missing_ok=True)  # left by a killed coordinator
+        try:
+            raw.bind(endpoint)
+        except zmq.ZMQError as exc:
+            raw.close()  # an open socket would make ctx.term() wait forever
+            raise BindFailed(f"cannot listen on {endpoint}: {exc.strerror}") from None
+        if path is not None:
+            os.chmod(path, 0o600)  # only this user (the directory is private too)
         sock = TrioSocket(raw)
         stack.callback(sock.close)
         return sock

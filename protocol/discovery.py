@@ -5,8 +5,13 @@
   git.  It holds ``coordinator.json`` (pid, endpoints), ``ledger.db``, ``coordinator.log``
   and ``serve.lock``.
 * Default endpoints are ipc sockets in the state directory.  Unix socket paths are
-  limited to ~107 bytes; deeper state directories use Linux's abstract namespace with a
-  name hashed from the state directory, so each repository still gets its own.
+  limited to ~107 bytes; for a deeper state directory the sockets go to a private
+  runtime directory (``$XDG_RUNTIME_DIR/lockstep``, else ``<tmp>/lockstep-<uid>``),
+  created 0700 and refused unless it is a real directory owned by this user, under a
+  short name hashed from the state directory.  The state file names them, so every
+  worktree still finds them.  Never an abstract socket (``ipc://@name``): it has no
+  file permissions, so any local user could connect and act as any agent.
+* Socket files, the state file and ``coordinator.log`` are 0600.
 * ``serve.lock`` is held with ``flock`` while a coordinator runs: the kernel drops it
   when the process dies, so a state file left by a killed coordinator never stops the
   next ``serve``.
@@ -19,11 +24,10 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.errors import PeerError
+from protocol.errors import PeerError, UsageError
 
 STATE_FILE = "coordinator.json"
 LEDGER_FILE = "ledger.db"
@@ -93,15 +97,56 @@ def default_endpoints(state_dir: Path) -> tuple[str, str]:
         return f"ipc://{rpc}", f"ipc://{pub}"
     import hashlib  # only for deep state directories
 
-    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:20]
-    if sys.platform.startswith("linux"):
-        return f"ipc://@lockstep-{digest}-rpc", f"ipc://@lockstep-{digest}-pub"
-    runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp")
-    return f"ipc://{runtime}/lockstep-{digest}-rpc", f"ipc://{runtime}/lockstep-{digest}-pub"
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+    runtime = private_runtime_dir()
+    rpc, pub = runtime / f"{digest}-rpc.sock", runtime / f"{digest}-pub.sock"
+    if len(str(pub)) > IPC_PATH_LIMIT:
+        raise UsageError(
+            f"no short enough place for the coordinator's sockets: {pub} is over {IPC_PATH_LIMIT} bytes; "
+            "set XDG_RUNTIME_DIR or TMPDIR to a shorter directory, or pass --endpoint"
+        )
+    return f"ipc://{rpc}", f"ipc://{pub}"
+
+
+def private_runtime_dir() -> Path:
+    """A directory only this user can enter, for sockets that do not fit in the state
+    directory: ``$XDG_RUNTIME_DIR/lockstep`` when that is usable, else
+    ``<tmp>/lockstep-<uid>``.  Created 0700; refused if it is a symlink, not a
+    directory, or owned by someone else (in a shared temp dir another user could have
+    made it first)."""
+    import tempfile
+
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+        return _private_dir(Path(xdg) / "lockstep")
+    return _private_dir(Path(tempfile.gettempdir()) / f"lockstep-{os.getuid()}")
+
+
+def _private_dir(path: Path) -> Path:
+    import stat
+
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError as exc:
+        raise UsageError(f"cannot make the private socket directory {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"refusing to use {path} for sockets: it is not a plain directory (a symlink?)")
+    if info.st_uid != os.getuid():
+        raise UsageError(f"refusing to use {path} for sockets: it belongs to uid {info.st_uid}, not to you ({os.getuid()})")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
 
 
 def check_endpoint(endpoint: str) -> str:
-    """Refuse anything but ipc and loopback tcp: there is no authentication yet."""
+    """Refuse anything but ipc files and loopback tcp: there is no authentication yet."""
+    if endpoint.startswith("ipc://@"):
+        raise PeerError(
+            "bad_request",
+            f"refusing to use {endpoint}: an abstract unix socket has no file permissions, so any local user "
+            "could connect and act as any agent; use ipc://PATH (a socket file in a private directory)",
+        )
     if endpoint.startswith("ipc://"):
         return endpoint
     if endpoint.startswith("tcp://"):

@@ -119,8 +119,16 @@ def _pub_beside(endpoint: str) -> str:
     return endpoint + ".pub"
 
 
+def _private_log(state_dir: Path) -> Path:
+    """The log file, created (or narrowed to) 0600: it names agents, paths and commands."""
+    path = state_dir / discovery.LOG_FILE
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)
+    return path
+
+
 def _setup_logging(state_dir: Path, foreground: bool) -> None:
-    handlers: list[logging.Handler] = [logging.FileHandler(state_dir / discovery.LOG_FILE)]
+    handlers: list[logging.Handler] = [logging.FileHandler(_private_log(state_dir))]
     if foreground:  # a detached coordinator's stderr is the log file already
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True)
@@ -140,7 +148,7 @@ def _already_serving(place: discovery.Place, info: dict) -> Failure:
 def _serve_detached(place: discovery.Place, as_json: bool) -> None:
     argv = [a for a in sys.argv[1:] if a != "--detach"]
     state_dir = place.state_dir
-    log_path = state_dir / discovery.LOG_FILE
+    log_path = _private_log(state_dir)
     with open(log_path, "ab") as log_file:
         child = subprocess.Popen(
             [sys.executable, "-m", "agents.cli", *argv],
