@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from protocol.discovery import Place
-from protocol.errors import PeerError
+from protocol.errors import PeerError, UsageError
 from protocol.paths import canonical, escape
 
 _WILDCARDS = set("*?[")
@@ -39,9 +39,21 @@ def _worktrees(place: Place) -> list[Path]:
 
 def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None, literal: bool = False) -> str:
     """The canonical repo-relative pattern for a path or glob typed by a user; with
-    ``literal`` the whole of ``arg`` is one concrete path, glob characters included."""
+    ``literal`` the whole of ``arg`` is one concrete path, glob characters included.
+
+    A path the operating system refuses to look at (a segment over the file-name limit,
+    a NUL byte, a loop of symlinks) is bad input, said in one line: ``UsageError``."""
     if not arg:
         raise PeerError("bad_path", "empty path")
+    try:
+        return _repo_relative(arg, place, cwd, literal)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        shown = arg if len(arg) <= 120 else arg[:60] + "..." + arg[-40:]
+        raise UsageError(f"bad path {shown!r}: {why}", code="bad_path") from None
+
+
+def _repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None, literal: bool) -> str:
     base = Path(cwd or os.getcwd())
     parts = arg.split("/")
     first_wild = None if literal else next((i for i, part in enumerate(parts) if _WILDCARDS & set(part) or "\\" in part), None)
