@@ -46,6 +46,7 @@ from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
+ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 
 
 class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +60,7 @@ class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     gone: int
     pauses: int
     publications: int
+    retries: int = 0
 
 
 class IntentOutcome(msgspec.Struct, frozen=True):
@@ -108,6 +110,10 @@ class Core:
             session=self._session,
         )
         self._counts = dict.fromkeys(CoreStatistics.__struct_fields__, 0)
+        # session -> req -> (peer, request, answer): a request retried after a timeout
+        # (same peer, session, req and content) gets its first answer again, not a second
+        # grant.  Bounded per session; dropped when the session ends.
+        self._answers: dict[str, dict[int, tuple[Any, m.Message, m.Reply]]] = {}
 
     # ================================================================ entry points
 
@@ -145,6 +151,13 @@ class Core:
         self._counts["messages"] += 1
         handler = self._HANDLERS.get(type(message))
         req = getattr(message, "req", 0)
+        session = getattr(message, "session", None) if req and type(message) in _RETRYABLE else None
+        if session is not None:
+            kept = self._answers.get(session, {}).get(req)
+            if kept is not None and kept[0] == peer and kept[1] == message:
+                self._counts["retries"] += 1
+                self._reply(peer, kept[2])
+                return self._flush()
         try:
             if handler is None:
                 raise PeerError("unknown_type", f"{type(message).__name__} is not a request")
@@ -161,7 +174,20 @@ class Core:
             self._counts["errors"] += 1
             self.out.append(Bug(text=traceback.format_exc()))
             self.out.append(Send(peer, m.Error(req=req, code="internal", message=f"the coordinator hit a bug handling {type(message).__name__}: {exc!r} (see coordinator.log)")))
+        if session is not None:
+            self._keep_answer(peer, session, message)
         return self._flush()
+
+    def _keep_answer(self, peer: Any, session: str, message: m.Request) -> None:
+        """Remember this request's answer (not an error) for a retry of it."""
+        answer = next((e.message for e in self.out.effects[self.out.mark :] if isinstance(e, Send) and e.peer == peer and getattr(e.message, "req", None) == message.req), None)
+        if answer is None or isinstance(answer, m.Error) or session not in self.registry.sessions:
+            return
+        kept = self._answers.setdefault(session, {})
+        kept.pop(message.req, None)
+        kept[message.req] = (peer, message, answer)
+        if len(kept) > ANSWERS_KEPT:
+            del kept[next(iter(kept))]  # the oldest
 
     def reject(self, peer: Any, error: PeerError, req: int = 0) -> list[Effect]:
         """A frame the shell could not even decode."""
@@ -342,6 +368,7 @@ class Core:
         kind = step.record.KIND
         self._counts[step.to] += 1
         hold_for = self.settings.lock_delay if step.hold else 0.0
+        self._answers.pop(agent.session, None)
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
         self._release(entries, step.release, f"{agent.name}: {reason}", hold_for)
         if agent.pid is not None:
@@ -502,6 +529,10 @@ class Core:
         if stale and self._stale_blocks():
             self._refuse_claim(peer, msg, agent, patterns, [], "; ".join(_stale_reasons(stale)), stale)
             return
+        held = self._held_exclusively(agent, patterns) if access == "exclusive" else None
+        if held is not None:  # a re-claim: the grant it already has, not a new token
+            self._reply(peer, m.Granted(req=msg.req, token=held, patterns=[p.text for p in patterns]))
+            return
         conflicts = self._conflicts_for(agent.name, patterns, access, now)
         mode = self.settings.mode
         if policy.refuses(mode, conflicts):
@@ -518,6 +549,17 @@ class Core:
             data["warnings"] = [msgspec.to_builtins(c) for c in conflicts]
         self._publish("claim.granted", agent.name, data)
         self._reply(peer, m.Granted(req=msg.req, token=token, patterns=data["patterns"], warnings=conflicts))
+
+    def _held_exclusively(self, agent: Agent, patterns: list[Pattern]) -> int | None:
+        """The token of the one exclusive grant of this session holding exactly these
+        patterns, if there is one (claiming them again changes nothing)."""
+        tokens = set()
+        for pattern in patterns:
+            entry = self.registry.entry_named(agent.name, pattern.text)
+            if entry is None or entry.access != "exclusive" or entry.session != agent.session:
+                return None
+            tokens.add(entry.token)
+        return tokens.pop() if len(tokens) == 1 else None
 
     def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason, stale=()) -> None:
         record = rec.ClaimRefused(
@@ -781,6 +823,10 @@ class Core:
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
     }
+
+
+# Requests whose retry must not act twice (a second grant, a second job).
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun})
 
 
 def check_agent_name(name: str) -> None:

@@ -8,9 +8,17 @@ registry it holds is the one a replay of its ledger gives.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +26,7 @@ from protocol import messages as m
 from protocol.codec import decode_request, encode
 from protocol.errors import PeerError
 
-from .conftest import status
+from .conftest import cli, env_for, make_repo, status
 from .test_bad_input import RawClient
 
 # Leases long enough that an agent never goes stale while its coordinator restarts.
@@ -187,3 +195,168 @@ def test_thousands_of_fuzzed_frames_leave_the_coordinator_granting_and_its_ledge
     finally:
         raw.close()
     assert_ledger_intact_and_replayed(repo, c)
+
+
+# ------------------------------------------------------------------ sockets nobody else can reach
+
+
+def _free_port(family=None) -> int:
+    import socket
+
+    with socket.socket(family or socket.AF_INET) as s:
+        s.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def short_runtime(monkeypatch):
+    """A private, short XDG_RUNTIME_DIR for this test (sockets of deep repositories go there)."""
+    path = Path(tempfile.mkdtemp(prefix="ls-rt-"))
+    path.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _deep_repo(tmp_path):
+    repo = make_repo(tmp_path.joinpath(*["a-rather-long-directory-name"] * 5, "repo"))
+    assert len(str(repo.state_dir / "pub.sock")) > 107
+    return repo
+
+
+def test_a_deep_repository_binds_in_a_private_runtime_dir_never_an_abstract_socket(tmp_path, short_runtime, coordinator_in):
+    repo = _deep_repo(tmp_path)
+    coordinator_in(repo, *STEADY)
+    endpoints = status(repo)["endpoints"] + status(repo)["pub"]
+    assert not any(e.startswith("ipc://@") for e in endpoints), endpoints
+    for endpoint in endpoints:
+        sock = Path(endpoint[len("ipc://") :])
+        assert sock.parent == short_runtime / "lockstep"
+        assert stat.S_ISSOCK(sock.stat().st_mode) and sock.stat().st_mode & 0o777 == 0o600
+    private = short_runtime / "lockstep"
+    assert private.stat().st_mode & 0o777 == 0o700 and private.stat().st_uid == os.getuid()
+    assert (repo.state_dir / "coordinator.log").stat().st_mode & 0o777 == 0o600
+    # found from the other worktree without flags
+    assert cli("claim", "x.py", "--agent", "deep", cwd=repo.other).rc == 0
+
+
+def test_a_runtime_dir_that_is_a_symlink_is_refused(tmp_path, short_runtime):
+    repo = _deep_repo(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (short_runtime / "lockstep").symlink_to(elsewhere)
+    result = cli("serve", *STEADY, cwd=repo.root, timeout=30)
+    assert result.rc == 2
+    assert "not a plain directory" in result.err and "Traceback" not in result.err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_abstract_socket_endpoints_are_refused(repo):
+    result = cli("serve", "--endpoint", "ipc://@lockstep-evil", cwd=repo.root, timeout=30)
+    assert result.rc == 2 and "abstract unix socket" in result.err and "Traceback" not in result.err
+    result = cli("status", "--endpoint", "ipc://@lockstep-evil", cwd=repo.root)
+    assert result.rc == 2 and "abstract unix socket" in result.err
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_another_local_user_cannot_reach_the_coordinator(tmp_path, short_runtime, coordinator_in):
+    repo = _deep_repo(tmp_path)
+    coordinator_in(repo, *STEADY)
+    endpoint = status(repo)["endpoints"][0]
+    probe = (
+        "import os, sys, zmq\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)\n"
+        "s.connect(sys.argv[1]); s.send(sys.argv[2].encode('latin-1'))\n"
+        "print('answered' if s.poll(2000) else 'no answer')\n"
+    )
+    frame = encode(m.Status(req=1)).decode("latin-1")
+    out = subprocess.run([sys.executable, "-c", probe, endpoint, frame], capture_output=True, text=True, timeout=30, env=env_for())
+    assert out.stdout.strip() == "no answer", out
+
+
+def test_serve_on_ipv6_loopback_works(repo, coordinator):
+    import socket
+
+    port = _free_port(socket.AF_INET6)
+    coordinator(*STEADY, "--endpoint", f"tcp://[::1]:{port}", "--pub-endpoint", f"tcp://[::1]:{_free_port(socket.AF_INET6)}")
+    assert status(repo)["endpoints"] == [f"tcp://[::1]:{port}"]
+    assert cli("claim", "src/app.py", "--agent", "six", cwd=repo.other).rc == 0
+
+
+def test_an_endpoint_that_cannot_be_bound_says_so_and_exits_2(repo):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli("serve", "--endpoint", f"tcp://127.0.0.1:{port}", cwd=repo.root, timeout=30)
+    assert result.rc == 2 and f"cannot listen on tcp://127.0.0.1:{port}" in result.err
+    assert "Traceback" not in result.err
+
+
+# ------------------------------------------------------------------ paths the OS refuses
+
+
+def test_an_over_long_path_segment_is_bad_input_in_one_line(repo, coordinator):
+    coordinator(*STEADY)
+    for verb in ("claim", "intent", "release"):
+        result = cli(verb, "a" * 300 + "/x.py", "--agent", "alice", cwd=repo.root)
+        assert result.rc == 2, (verb, result)
+        assert "File name too long" in result.err and "Traceback" not in result.err
+        assert len(result.err.strip().splitlines()) == 1
+    result = cli("claim", "a" * 300, "--agent", "alice", "--json", cwd=repo.root)
+    assert result.rc == 2 and result.json["error"]["code"] == "bad_path"
+
+
+# ------------------------------------------------------------------ idempotent requests
+
+
+def _granted_events(repo) -> list[dict]:
+    conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("select agent, token, data from events where kind = 'claim.granted' order by id").fetchall()
+    finally:
+        conn.close()
+    return [{"agent": a, "token": t, **msgspec.json.decode(d)} for a, t, d in rows]
+
+
+def test_a_retried_request_gets_its_first_answer_not_a_second_grant(repo, coordinator):
+    coordinator(*STEADY)
+    raw = RawClient(status(repo)["endpoints"][0])
+    try:
+        raw.send(encode(m.Hello(agent="retrier", req=1)))
+        session = raw.reply().session
+        claim = encode(m.Claim(session=session, paths=["src/a.py", "src/b/"], req=2))
+        raw.send(claim)
+        first = raw.reply()
+        raw.send(claim)  # the client timed out and sends the very same request again
+        again = raw.reply()
+        assert isinstance(first, m.Granted) and again == first
+        intent = encode(m.Intent(session=session, paths=["src/c.py"], req=3))  # auto-claims
+        raw.send(intent)
+        decided = raw.reply()
+        raw.send(intent)
+        assert raw.reply() == decided and decided.verdict == "allow" and decided.token is not None
+        # the same req with other content is a new request
+        raw.send(encode(m.Claim(session=session, paths=["src/d.py"], req=2)))
+        assert raw.reply().token > decided.token
+        tokens = [e["token"] for e in _granted_events(repo) if e["agent"] == "retrier"]
+        assert len(tokens) == len(set(tokens)) == 3
+    finally:
+        raw.close()
+
+
+def test_reclaiming_a_path_held_exclusively_returns_the_existing_grant(repo, coordinator):
+    coordinator(*STEADY)
+    first = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json
+    for _ in range(5):
+        again = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json
+        assert again["token"] == first["token"]
+    assert len(_granted_events(repo)) == 1
+    # a different access mode is a new grant
+    shared = cli("claim", "src/lib.py", "--shared", "--agent", "alice", "--json", cwd=repo.root).json
+    exclusive = cli("claim", "src/lib.py", "--agent", "alice", "--json", cwd=repo.root).json
+    assert exclusive["token"] > shared["token"]
+    assert cli("claim", "src/lib.py", "--agent", "alice", "--json", cwd=repo.root).json["token"] == exclusive["token"]

@@ -106,9 +106,10 @@ def test_intent_takes_concrete_paths_only():
 def test_fencing_refuses_released_and_superseded_tokens():
     d = Driver()
     a = d.hello("alice")
-    old = d.claim(a, "src/x.py").token
-    new = d.claim(a, "src/x.py").token  # re-claiming supersedes
+    old = d.claim(a, "src/x.py", shared=True).token
+    new = d.claim(a, "src/x.py").token  # claiming in another access mode supersedes
     assert new > old
+    assert d.claim(a, "src/x.py").token == new  # claiming it again the same way does not
     assert d.intent(a, "src/x.py", token=old).verdict == "block"
     assert d.intent(a, "src/x.py", token=new).verdict == "allow"
     d.send(m.Release(session=a, paths=["src/x.py"]))
