@@ -4,7 +4,7 @@ Random sequences of hello / claim / intent / release / heartbeat / time passing 
 process exits / bye / coordinator restarts, checking after every step:
 
 * no two live agents hold overlapping claims where either is exclusive (strict mode);
-* tokens handed out strictly increase, across restarts;
+* new tokens strictly increase, across restarts (a re-claim gets its live grant's token);
 * a released or expired grant never comes back.
 """
 
@@ -47,7 +47,11 @@ class CoreMachine(RuleBasedStateMachine):
     # ----------------------------------------------------------------- helpers
 
     def _note(self, reply) -> None:
-        if isinstance(reply, m.Granted):
+        if isinstance(reply, m.Granted) and reply.token in self.tokens:
+            # a re-claim is answered with the live grant that already holds those patterns
+            live = {(e.token, e.pattern.text) for e in self.d.core.registry.all_entries()}
+            assert all((reply.token, p) in live for p in reply.patterns), reply
+        elif isinstance(reply, m.Granted):
             assert not self.tokens or reply.token > self.tokens[-1], (reply.token, self.tokens[-1:])
             self.tokens.append(reply.token)
         if isinstance(reply, m.Decision) and reply.token is not None and reply.token not in self.tokens:
