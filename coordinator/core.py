@@ -46,6 +46,7 @@ from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
+CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 
 
@@ -536,8 +537,7 @@ class Core:
         conflicts = self._conflicts_for(agent.name, patterns, access, now)
         mode = self.settings.mode
         if policy.refuses(mode, conflicts):
-            reason = policy.summarise(conflicts)
-            self._refuse_claim(peer, msg, agent, patterns, conflicts, reason)
+            self._refuse_claim(peer, msg, agent, patterns, conflicts, _summary(conflicts))
             return
         conflicts += [
             m.Conflict(holder=s.author, pattern=s.path, access="stale-base", reason=text)
@@ -545,6 +545,7 @@ class Core:
         ]
         token = self._grant(agent, patterns, access, msg.ttl, auto=False)
         data = {"token": token, "patterns": [p.text for p in patterns], "access": access}
+        conflicts = conflicts[:CONFLICTS_LISTED]
         if conflicts:
             data["warnings"] = [msgspec.to_builtins(c) for c in conflicts]
         self._publish("claim.granted", agent.name, data)
@@ -562,6 +563,8 @@ class Core:
         return tokens.pop() if len(tokens) == 1 else None
 
     def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason, stale=()) -> None:
+        total = len(conflicts) if len(conflicts) > CONFLICTS_LISTED else 0  # the reason says how many more
+        conflicts = conflicts[:CONFLICTS_LISTED]
         record = rec.ClaimRefused(
             agent=agent.name,
             session=agent.session,
@@ -573,7 +576,7 @@ class Core:
         self._record(record)
         self._publish(rec.ClaimRefused.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
         self._counts["refusals"] += 1
-        self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale)))
+        self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale), conflicts_total=total))
 
     def _stale_bases(self, paths: list[Pattern], head: str | None) -> list[m.StaleBase]:
         """The paths whose newest change on the integration branch ``head`` lacks."""
@@ -680,6 +683,8 @@ class Core:
             if stale and verdict != "block":
                 verdict, reason = "warn", "; ".join(_stale_reasons(stale)) + f" (allowed: {reason})"
         holders = sorted({c.holder for c in conflicts})
+        total = len(conflicts) if len(conflicts) > CONFLICTS_LISTED else 0
+        conflicts = conflicts[:CONFLICTS_LISTED]
         decision = m.Decision(
             req=msg.req,
             verdict=verdict,
@@ -689,6 +694,7 @@ class Core:
             holders=holders,
             conflicts=conflicts,
             stale=stale,
+            conflicts_total=total,
         )
         self._record(
             rec.IntentDecided(
@@ -729,9 +735,9 @@ class Core:
         if mode == "serial":
             conflicts += policy.serial_conflicts(reg, agent.name)
         if policy.refuses(mode, conflicts):
-            return IntentOutcome("block", policy.summarise(conflicts), None, conflicts)
+            return IntentOutcome("block", _summary(conflicts), None, conflicts)
         if conflicts:  # parallel-warn: allowed, nothing claimed
-            return IntentOutcome("warn", "allowed with conflicts: " + policy.summarise(conflicts), None, conflicts)
+            return IntentOutcome("warn", "allowed with conflicts: " + _summary(conflicts), None, conflicts)
         granted = None
         if unowned and self.settings.auto_claim:
             granted = self._grant(agent, unowned, "exclusive", None, auto=True)
@@ -823,6 +829,13 @@ class Core:
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
     }
+
+
+def _summary(conflicts: list[m.Conflict]) -> str:
+    """One sentence naming the first conflicts, and how many more there are."""
+    text = policy.summarise(conflicts[:CONFLICTS_LISTED])
+    more = len(conflicts) - CONFLICTS_LISTED
+    return text + (f"; and {more} more conflicts" if more > 0 else "")
 
 
 # Requests whose retry must not act twice (a second grant, a second job).

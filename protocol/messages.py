@@ -227,6 +227,7 @@ class Refused(Reply, frozen=True, kw_only=True, tag="refused"):
     reason: str
     conflicts: list[Conflict] = []
     stale: list[StaleBase] = []
+    conflicts_total: int = 0  # when more conflicts than listed: how many in all
 
 
 class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
@@ -239,6 +240,7 @@ class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
     holders: list[str] = []
     conflicts: list[Conflict] = []
     stale: list[StaleBase] = []
+    conflicts_total: int = 0  # when more conflicts than listed: how many in all
 
 
 class Released(Reply, frozen=True, kw_only=True, tag="released"):

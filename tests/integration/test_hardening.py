@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol import messages as m
-from protocol.codec import decode_request, encode
+from protocol.codec import decode_reply, decode_request, encode
 from protocol.errors import PeerError
 
 from .conftest import cli, env_for, make_repo, status
@@ -360,3 +360,37 @@ def test_reclaiming_a_path_held_exclusively_returns_the_existing_grant(repo, coo
     exclusive = cli("claim", "src/lib.py", "--agent", "alice", "--json", cwd=repo.root).json
     assert exclusive["token"] > shared["token"]
     assert cli("claim", "src/lib.py", "--agent", "alice", "--json", cwd=repo.root).json["token"] == exclusive["token"]
+
+
+# ------------------------------------------------------------------ bounded answers
+
+
+def test_a_glob_claim_against_thousands_of_claims_lists_the_first_conflicts_and_counts_all(repo, coordinator):
+    coordinator(*STEADY)
+    raw = RawClient(status(repo)["endpoints"][0])
+    try:
+        raw.send(encode(m.Hello(agent="hoarder", req=1)))
+        hoarder = raw.reply().session
+        raw.send(encode(m.Claim(session=hoarder, paths=[f"src/f{i}.py" for i in range(3000)], req=2)))
+        assert isinstance(raw.reply(), m.Granted)
+        raw.send(encode(m.Hello(agent="globber", req=3)))
+        globber = raw.reply().session
+        raw.send(encode(m.Claim(session=globber, paths=["src/**"], req=4)))
+        raw.sock.poll(5000)
+        frame = raw.sock.recv_multipart()[-1]
+        refused = decode_reply(frame)
+        assert isinstance(refused, m.Refused)
+        assert len(refused.conflicts) == 20 and refused.conflicts_total == 3000
+        assert "and 2980 more conflicts" in refused.reason
+        assert len(frame) < 10_000
+        raw.send(encode(m.Intent(session=globber, paths=[f"src/f{i}.py" for i in range(100)], req=5)))
+        decision = raw.reply()
+        assert decision.verdict == "block" and len(decision.conflicts) == 20 and decision.conflicts_total == 100
+    finally:
+        raw.close()
+    conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        (size,) = conn.execute("select max(length(data)) from events where kind in ('claim.refused', 'intent.decided')").fetchone()
+    finally:
+        conn.close()
+    assert size < 10_000
