@@ -58,6 +58,7 @@ from .effects import (
     UnwatchPid,
     WatchPid,
 )
+from .fairqueue import FairQueue
 from .gitrefs import RefWatcher
 from .jobs import JobRunner
 from .pidwatch import PidWatcher
@@ -66,7 +67,8 @@ from .settings import Settings
 
 log = logging.getLogger("lockstep")
 
-BATCH_LIMIT = 1024  # messages drained per turn
+BATCH_LIMIT = 1024  # messages handled per turn
+PEER_TURN = 32  # messages of one peer per turn: a flood cannot fill a batch (see fairqueue.py)
 HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch of nothing else
 GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
@@ -104,6 +106,7 @@ class Server:
             self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
+        self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT)
         self._stop = trio.Event()
         self._stop_reason = ""
         self._snapshot_at = 0  # ledger id of the newest snapshot this process saved
@@ -245,15 +248,21 @@ class Server:
 
     async def _serve_requests(self) -> None:
         core, router, turn = self.core, self._router, self._turn
+        fair = self._fair
         while True:
-            await router.wait_readable()
+            if fair:  # messages left from the last turn: serve them without waiting
+                await trio.lowlevel.checkpoint()
+            else:
+                await router.wait_readable()
             # The turn is almost always free: take it without another scheduler pass.
             if turn.locked():
                 await turn.acquire()
             else:
                 turn.acquire_nowait()
             try:
-                batch = router.drain(BATCH_LIMIT)
+                if fair.room():
+                    fair.put_all(router.drain(min(BATCH_LIMIT, fair.room())))
+                batch = fair.take(BATCH_LIMIT)
                 self._batches += 1
                 only_heartbeats = bool(batch)
                 effects = []
@@ -283,7 +292,7 @@ class Server:
                 turn.release()
             if not only_heartbeats:
                 self._last_request_at = now
-            elif len(batch) < GATHER_BELOW and now - self._last_request_at > QUIET_BEFORE_GATHER:
+            elif not fair and len(batch) < GATHER_BELOW and now - self._last_request_at > QUIET_BEFORE_GATHER:
                 # Only a trickle of heartbeats, and no request for a while: nothing waits
                 # for an answer, so let the next heartbeats gather instead of waking once
                 # per heartbeat (1,000 agents: ~50 wake-ups a second instead of ~1,000).

@@ -1,0 +1,55 @@
+"""Fair turns between peers: one flooding client cannot fill every batch.
+
+The request loop reads what the ROUTER has (zmq already fair-queues its pipes) into one
+queue per peer, then takes each turn's batch round-robin, at most ``per_peer`` messages
+of one peer per turn; a peer with messages left goes to the back of the line.  A quiet
+client's request thus waits behind at most ``per_peer`` messages of each busy peer
+instead of a whole batch of one flooder's (a batch is handled and committed before any
+of its replies leave).  ``limit`` bounds what is read off the socket but not yet
+handled: past it the loop stops reading, and the rest waits in zmq's per-peer pipes
+(whose high-water mark pushes back on the flooder, not on everyone).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class FairQueue:
+    def __init__(self, per_peer: int, limit: int) -> None:
+        self.per_peer = per_peer
+        self.limit = limit
+        self._queues: dict[bytes, deque] = {}  # insertion order is the round-robin order
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def room(self) -> int:
+        """How many more messages may be read off the socket now."""
+        return max(0, self.limit - self._count)
+
+    def put_all(self, messages: list[list[bytes]]) -> None:
+        """Queue multipart messages (the first frame names the peer), in arrival order."""
+        queues = self._queues
+        for frames in messages:
+            queue = queues.get(frames[0])
+            if queue is None:
+                queue = queues[frames[0]] = deque()
+            queue.append(frames)
+        self._count += len(messages)
+
+    def take(self, limit: int) -> list[list[bytes]]:
+        """This turn's batch: round-robin, at most ``per_peer`` of each peer."""
+        batch: list[list[bytes]] = []
+        queues = self._queues
+        for peer in list(queues):
+            if len(batch) >= limit:
+                break
+            queue = queues.pop(peer)
+            for _ in range(min(self.per_peer, len(queue), limit - len(batch))):
+                batch.append(queue.popleft())
+            if queue:
+                queues[peer] = queue  # to the back of the line
+        self._count -= len(batch)
+        return batch
