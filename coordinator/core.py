@@ -195,6 +195,29 @@ class Core:
         self._counts["errors"] += 1
         return [Send(peer, m.Error(req=req, code=error.code, message=error.message))]
 
+    def restore(self, history: list[Record], now: float, snapshot: Snapshot | None = None) -> None:
+        """The ledger refused a batch: go back to exactly what it holds.  The refused
+        batch's records were applied to the registry but never written, so the registry
+        is rebuilt from the ledger, as at start-up (leases run from ``now``), and answers
+        kept for retries are forgotten (some named grants that never happened)."""
+        registry = Registry.from_snapshot(snapshot, now) if snapshot is not None else Registry()
+        for record in history:
+            registry.apply(record, now)
+        # Session ids are epoch.counter and the ledger does not hold the counter: keep
+        # counting, or a new session would get the id of a live one.
+        registry.session_counter = max(registry.session_counter, self.registry.session_counter)
+        self.registry = registry
+        self._answers.clear()
+        self._out = []
+        self._mark = 0
+        self._last_now = now
+        self._next_lease_check = 0.0
+
+    def storage_condition(self, error: str | None) -> list[Effect]:
+        """Publish that the ledger cannot be written (``error``), or can again (None)."""
+        self._publish("coordinator.storage", None, {"error": error or "", "writable": error is None})
+        return self._flush()
+
     def process_exited(self, session: str, now: float, detail: str = "") -> list[Effect]:
         """The shell saw an agent's watched local process exit: gone, paths free at once."""
         self._advance(now)

@@ -7,9 +7,18 @@ Tasks (all in one nursery, all ending on SIGINT/SIGTERM or a ``Shutdown`` reques
   thread: sqlite never blocks the trio thread), then sends replies and publications.
   Group commit falls out of this: while one batch commits, the next one queues.
 * ``_tick`` calls ``core.tick(now)`` a few times per heartbeat interval (expiry).
+* ``_recover_storage`` runs only while the ledger cannot be written (see below).
 * ``_checkpoint`` runs a PASSIVE WAL checkpoint from a second connection now and then
   (auto-checkpoint inside commits is off: it made p99 ten times worse).
 * the ``PidWatcher`` reports exits of local agents' processes.
+
+Failing closed: when a commit fails (disk full, I/O error, read-only filesystem), the
+batch's records were applied to the registry but are not in the ledger, so the registry
+is rebuilt from the ledger, every reply of the batch becomes ``unavailable`` with the
+cause, and the condition is published and shown by ``status``.  Until a write succeeds
+again, every request but ``status``, ``job`` and heartbeats is answered ``unavailable``
+and nothing expires (an expiry could not be recorded); ``_recover_storage`` checkpoints
+the WAL and tries a small write with back-off, and serving resumes by itself.
 
 Every path into the core goes through ``_turn`` (a lock): core call, commit, then
 sends, never interleaved with another batch — so a reply is never sent before its
@@ -23,6 +32,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import time
 import traceback
 from contextlib import ExitStack
@@ -32,17 +42,24 @@ import msgspec
 import trio
 import zmq
 
-from ledger import Ledger
+from ledger import Ledger, LedgerError
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError, UsageError
 from protocol.messages import (
     HARD_FRAME_LIMIT,
+<<<<<<< HEAD
     Bye,
     Heartbeat,
     JobQuery,
     Release,
+=======
+    Error,
+    Heartbeat,
+    JobQuery,
+    Status,
+>>>>>>> 6b9f379 (Fail closed on storage errors and recover by itself: a failed commit restores the registry from the ledger and answers the batch 'unavailable' with the cause; reads go on, nothing is granted or expires until a write succeeds; the WAL is checkpointed and a write retried with back-off)
     StatusReply,
 )
 from protocol.trio_zmq import TrioSocket
@@ -73,7 +90,16 @@ HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch
 GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
 CHECKPOINT_INTERVAL = 2.0
+STORAGE_RETRY_FIRST = 0.25  # seconds before the first retry of an unwritable ledger
+STORAGE_RETRY_MAX = 5.0
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
+
+
+class StorageFailed(UsageError):
+    """``serve`` cannot write its state directory at all: exit 2 with the reason."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="storage")
 
 
 class BindFailed(UsageError):
@@ -106,6 +132,10 @@ class Server:
             self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
+        self._storage_error: str | None = None  # why the ledger cannot be written, while it cannot
+        self._storage_since = 0.0
+        self._recovering = False
+        self._started = False  # the new epoch is in the ledger
         self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT)
         self._stop = trio.Event()
         self._stop_reason = ""
@@ -123,7 +153,10 @@ class Server:
         ctx = zmq.Context()
         with ExitStack() as stack:
             stack.callback(ctx.term)
-            self.ledger = Ledger.open(self.place.state_dir / LEDGER_FILE)
+            try:
+                self.ledger = Ledger.open(self.place.state_dir / LEDGER_FILE)
+            except LedgerError as exc:  # cannot even open it (a new ledger on a full disk)
+                raise StorageFailed(str(exc)) from None
             stack.callback(self.ledger.close)
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
@@ -139,13 +172,17 @@ class Server:
                 async with self._turn:
                     now = trio.current_time()
                     await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))
-                    if len(history) > SNAPSHOT_EVERY // 10:
+                    self._started = self._storage_error is None
+                    if self._started and len(history) > SNAPSHOT_EVERY // 10:
                         await self._save_snapshot()
                 # Long-lived registry objects make full GC passes slow (tens of ms at 20k
                 # claims): park what start-up built, and collect young objects less often.
                 gc.freeze()
                 gc.set_threshold(10_000, 50, 100)
-                write_state(self.place.state_dir, self._state_info())
+                try:
+                    write_state(self.place.state_dir, self._state_info())
+                except OSError as exc:
+                    raise StorageFailed(f"cannot write the state file in {self.place.state_dir}: {exc.strerror}") from None
                 stack.callback(remove_state, self.place.state_dir, os.getpid())
                 log.info(
                     "serving %s (epoch %d, mode %s) on %s, publishing on %s; %d live agents, %d claims restored",
@@ -182,6 +219,10 @@ class Server:
             "pids_watched": len(self._pids),
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
+            "storage": (
+                {"error": self._storage_error, "for_s": round(trio.current_time() - self._storage_since, 3)}
+                if self._storage_error is not None else {}
+            ),
         }
 
     def stop(self, reason: str) -> None:
@@ -227,10 +268,16 @@ class Server:
 
     async def _save_snapshot(self) -> None:
         """Called inside the turn, right after a commit: registry == ledger up to last_id."""
+        if self._storage_error is not None:
+            return
         upto = self.ledger.last_id()
         blob = msgspec.msgpack.encode(self.core.registry.snapshot(trio.current_time(), self.settings.lock_delay))
+        try:
+            await trio.to_thread.run_sync(self.ledger.save_snapshot, upto, blob)
+        except (LedgerError, sqlite3.Error) as exc:  # only start-up is slower for it
+            log.warning("could not save a registry snapshot: %s", exc)
+            return
         self._snapshot_at = upto
-        await trio.to_thread.run_sync(self.ledger.save_snapshot, upto, blob)
 
     def _state_info(self) -> dict:
         return {
@@ -280,6 +327,9 @@ class Server:
                 now = trio.current_time()
                 for peer, message in messages:
                     try:
+                        if self._storage_error is not None and not isinstance(message, _WHILE_UNWRITABLE):
+                            effects += core.reject(peer, PeerError("unavailable", self._storage_error), getattr(message, "req", 0))
+                            continue
                         if isinstance(message, JobQuery):  # read-only: the job runner knows
                             effects += self._jobs.answer(peer, message)
                             continue
@@ -332,6 +382,8 @@ class Server:
         interval = min(0.25, max(0.02, self.settings.heartbeat / 5))
         while True:
             await trio.sleep(interval)
+            if self._storage_error is not None:
+                continue  # an expiry could not be recorded: nothing expires until it can
             async with self._turn:
                 await self._execute(self.core.tick(trio.current_time()))
 
@@ -344,7 +396,10 @@ class Server:
             await trio.sleep(CHECKPOINT_INTERVAL)
             if self.ledger.last_id() != last:
                 last = self.ledger.last_id()
-                await trio.to_thread.run_sync(self.ledger.checkpoint)
+                try:
+                    await trio.to_thread.run_sync(self.ledger.checkpoint)
+                except LedgerError as exc:  # a full disk: the WAL just grows; the next one retries
+                    log.warning("WAL checkpoint failed: %s", exc)
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -369,7 +424,11 @@ class Server:
         records = [e for e in effects if isinstance(e, Record)]
         if records:
             durable = any(r.DURABLE for r in records)
-            await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=self.core.registry.epoch, durable=durable))
+            try:
+                await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=self.core.registry.epoch, durable=durable))
+            except LedgerError as exc:
+                await self._fail_closed(exc, effects)
+                return
             if self.ledger.last_id() - self._snapshot_at >= SNAPSHOT_EVERY:
                 await self._save_snapshot()
             for r in records:
@@ -397,5 +456,71 @@ class Server:
                 case StopServing(reason=reason):
                     self.stop(reason)
 
+    # ------------------------------------------------------------------ storage errors
+
+    async def _fail_closed(self, exc: LedgerError, effects: list) -> None:
+        """A commit failed: back to what the ledger holds, and every reply says why."""
+        cause = f"ledger: {_storage_cause(exc)} at {self.ledger.path}; grants are refused until it can write"
+        snapshot, history = await trio.to_thread.run_sync(self._load_history)
+        now = trio.current_time()
+        self.core.restore(history, now, snapshot)
+        for effect in effects:
+            match effect:
+                case Send(peer, message) if peer is not None:
+                    error = Error(req=getattr(message, "req", 0), code="unavailable", message=cause)
+                    self._router.send_multipart_nowait([peer, encode(error)])
+                case Bug(text=text):
+                    log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
+                case StopServing(reason=reason):
+                    self.stop(reason)
+        if self._storage_error is None:
+            self._storage_error, self._storage_since = cause, now
+            log.error("%s (%s); serving reads only, retrying", cause, exc)
+            for publish in self.core.storage_condition(cause):
+                self._pub.send_multipart_nowait([publish.kind.encode(), encode(publish.message)])
+        if not self._recovering:
+            self._recovering = True
+            self._nursery.start_soon(self._recover_storage)
+
+    async def _recover_storage(self) -> None:
+        """While the ledger cannot be written: checkpoint the WAL (after space is freed
+        only a checkpoint shrinks it) and try a small write, with back-off; on success
+        serve as before (and record the new epoch if start-up could not)."""
+        delay = STORAGE_RETRY_FIRST
+        try:
+            while self._storage_error is not None:
+                await trio.sleep(delay)
+                delay = min(delay * 2, STORAGE_RETRY_MAX)
+                try:
+                    await trio.to_thread.run_sync(self.ledger.checkpoint)
+                except LedgerError:
+                    pass
+                async with self._turn:
+                    try:
+                        await trio.to_thread.run_sync(lambda: self.ledger.set_meta("storage_checked", str(time.time())))
+                    except (LedgerError, sqlite3.Error):
+                        continue
+                    log.warning("ledger writable again after %.1fs: granting again", trio.current_time() - self._storage_since)
+                    self._storage_error = None
+                    delay = STORAGE_RETRY_FIRST
+                    await self._execute(self.core.storage_condition(None))
+                    if not self._started and self._storage_error is None:
+                        await self._execute(self.core.start([], trio.current_time(), pid=os.getpid()))
+                        self._started = self._storage_error is None
+        finally:
+            self._recovering = False
+
+
+def _storage_cause(exc: Exception) -> str:
+    text = str(exc).lower()
+    if "full" in text:
+        return "disk full"
+    if "readonly" in text or "read-only" in text:
+        return "read-only"
+    return "write failed"
+
+
+# Requests still served while the ledger cannot be written: they record nothing.
+_WHILE_UNWRITABLE = (Status, JobQuery, Heartbeat)
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}

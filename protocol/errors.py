@@ -63,6 +63,7 @@ ERROR_CODES: dict[str, str] = {
     "agent_live": "another live session already uses this agent name",
     "unreachable": "no coordinator answered within the timeout",
     "internal": "the coordinator hit a bug handling this request (it keeps serving)",
+    "unavailable": "the coordinator cannot write its ledger (disk full, I/O error): nothing is granted until it can; retry later",
 }
 
 

@@ -64,6 +64,9 @@ def _status_payload(reply: m.StatusReply) -> dict:
 
 def _status_text(reply: m.StatusReply) -> str:
     lines = [f"mode {reply.mode}, epoch {reply.epoch}, endpoint {', '.join(reply.endpoints)}", "", "agents:"]
+    storage_error = (reply.statistics.get("storage") or {}).get("error")
+    if storage_error:  # the coordinator fails closed: say so before anything else
+        lines[:0] = [f"UNAVAILABLE: {storage_error}", ""]
     for a in reply.agents or []:
         extra = f"  ({a.reason})" if a.reason else ""
         lines.append(f"  {a.name:<16} {a.state:<6} pid {a.pid or '-':<8} seen {a.last_seen_ago:6.1f}s ago  {a.worktree}{extra}")

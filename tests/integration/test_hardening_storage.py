@@ -1,0 +1,99 @@
+"""A ledger that cannot be written: the coordinator fails closed and recovers by itself.
+
+Two real ways to make writes fail: lowering the running coordinator's RLIMIT_FSIZE
+(``prlimit``, no root needed: every write past the limit fails with EFBIG, which SQLite
+reports as an I/O error) and, as root, a real 3 MB tmpfs filled to the brim (SQLite's
+"database or disk is full").  Either way: nothing is granted that the ledger does not
+hold, every request is answered ``unavailable`` with the cause, ``status`` keeps
+answering and shows the condition, and once writes work again the coordinator grants
+again without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+
+import psutil
+import pytest
+
+from .conftest import cli, make_repo, status, wait_until
+from .test_hardening import STEADY, assert_ledger_intact_and_replayed
+
+
+def _storage(repo) -> dict:
+    return status(repo)["statistics"].get("storage", {})
+
+
+def _fails_closed_and_recovers(repo, c, alice, break_writes, mend_writes) -> None:
+    token = alice.do("claim", paths=["src/app.py"])["token"]
+    break_writes()
+    before = sorted((x["pattern"], x["holder"], x["token"]) for x in status(repo)["claims"])
+    refused = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
+    assert refused.rc == 1, refused
+    error = refused.json["error"]
+    assert error["code"] == "unavailable" and "ledger" in error["message"] and "until it can write" in error["message"]
+    # nothing granted that the ledger does not hold; reads still answered
+    assert sorted((x["pattern"], x["holder"], x["token"]) for x in status(repo)["claims"]) == before
+    assert "until it can write" in _storage(repo)["error"]
+    assert alice.do("claim", paths=["src/other.py"]).get("error") == "unavailable"
+    human = cli("status", cwd=repo.root)
+    assert human.rc == 0 and "ledger" in human.out + human.err
+    assert c.proc.poll() is None
+    mend_writes()
+    wait_until(lambda: not _storage(repo).get("error"), timeout=30, what="the ledger to be writable again")
+    granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
+    assert granted.rc == 0 and granted.json["token"] > token
+    decision = alice.do("intent", paths=["src/app.py"], token=token)
+    assert decision["verdict"] == "allow", decision["reason"]
+    assert_ledger_intact_and_replayed(repo, c)
+
+
+def test_a_ledger_that_cannot_grow_fails_closed_and_recovers_by_itself(repo, coordinator, agents):
+    c = coordinator(*STEADY)
+    alice = agents("alice", repo.root)
+    proc = psutil.Process(c.pid)
+    soft, hard = proc.rlimit(psutil.RLIMIT_FSIZE)
+    _fails_closed_and_recovers(
+        repo,
+        c,
+        alice,
+        break_writes=lambda: proc.rlimit(psutil.RLIMIT_FSIZE, (1024, hard)),
+        mend_writes=lambda: proc.rlimit(psutil.RLIMIT_FSIZE, (soft, hard)),
+    )
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_disk_fails_closed_and_recovers_when_space_returns(tmp_path, coordinator_in, agents):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        repo = make_repo(small / "repo")
+        c = coordinator_in(repo, *STEADY)
+        alice = agents("alice", repo.root)
+        filler = small / "filler"
+
+        def fill() -> None:
+            with open(filler, "wb") as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+            # the WAL may still have room in frames it already holds: use it up
+            for i in range(2000):
+                if cli("claim", f"fill/{i}.py", "--agent", "filler", cwd=repo.root).rc != 0:
+                    return
+            raise AssertionError("the ledger never hit the full disk")
+
+        _fails_closed_and_recovers(repo, c, alice, break_writes=fill, mend_writes=filler.unlink)
+        conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            conn.close()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)  # lazy: the fixtures end the processes after
