@@ -4,7 +4,8 @@ The request loop reads what the ROUTER has (zmq already fair-queues its pipes) i
 queue per peer, then takes each turn's batch round-robin, at most ``per_peer`` messages
 of one peer per turn; a peer with messages left goes to the back of the line.  A quiet
 client's request thus waits behind at most ``per_peer`` messages of each busy peer
-instead of a whole batch of one flooder's (a batch is handled and committed before any
+instead of a whole batch of one flooder's (and the loop lets each peer have at most one
+``status``, which costs the whole registry, per turn) (a batch is handled and committed before any
 of its replies leave).  ``limit`` bounds what is read off the socket but not yet
 handled: past it the loop stops reading, and the rest waits in zmq's per-peer pipes
 (whose high-water mark pushes back on the flooder, not on everyone).
@@ -37,6 +38,15 @@ class FairQueue:
             if queue is None:
                 queue = queues[frames[0]] = deque()
             queue.append(frames)
+        self._count += len(messages)
+
+    def put_back(self, messages: list[list[bytes]]) -> None:
+        """Return one peer's messages, taken but not handled, to the front of its queue
+        (in order): they come before anything it sent after them."""
+        if not messages:
+            return
+        queue = self._queues.setdefault(messages[0][0], deque())
+        queue.extendleft(reversed(messages))
         self._count += len(messages)
 
     def take(self, limit: int) -> list[list[bytes]]:

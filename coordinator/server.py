@@ -85,7 +85,7 @@ from .settings import Settings
 log = logging.getLogger("lockstep")
 
 BATCH_LIMIT = 1024  # messages handled per turn
-PEER_TURN = 32  # messages of one peer per turn: a flood cannot fill a batch (see fairqueue.py)
+PEER_TURN = 8  # messages of one peer per turn: a flood cannot fill a batch (see fairqueue.py)
 HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch of nothing else
 GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
@@ -314,15 +314,29 @@ class Server:
                 only_heartbeats = bool(batch)
                 effects = []
                 messages = []
+                costly: set[bytes] = set()  # peers that asked for a status this turn
+                later: dict[bytes, list] = {}  # their messages after a second one, for the next turn
                 for frames in batch:
                     peer = frames[0]
+                    if peer in later:
+                        later[peer].append(frames)
+                        continue
                     if len(frames) != 2:
                         effects += core.reject(peer, PeerError("malformed", f"expected one frame per message, got {len(frames) - 1}"))
                         continue
                     try:
-                        messages.append((peer, decode_request(frames[1])))
+                        message = decode_request(frames[1])
                     except PeerError as exc:
                         effects += core.reject(peer, exc, sniff_req(frames[1]))
+                        continue
+                    if isinstance(message, Status):  # costs the whole registry: one per peer per turn
+                        if peer in costly:
+                            later[peer] = [frames]
+                            continue
+                        costly.add(peer)
+                    messages.append((peer, message))
+                for deferred in later.values():
+                    fair.put_back(deferred)
                 await self._know_heads(messages)
                 now = trio.current_time()
                 for peer, message in messages:

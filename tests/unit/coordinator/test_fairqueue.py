@@ -47,3 +47,13 @@ def test_every_message_comes_out_once_in_its_peers_order(puts, per_peer, limit):
         for peer, body in batch:
             got.setdefault(peer, []).append(body)
     assert got == sent
+
+
+def test_put_back_keeps_a_peers_order():
+    q = FairQueue(per_peer=2, limit=100)
+    q.put_all(msgs(b"a", 4))
+    taken = q.take(10)
+    q.put_back(taken[1:])
+    assert [f[1] for f in q.take(10)] == [b"1", b"2"]
+    assert [f[1] for f in q.take(10)] == [b"3"]
+    assert len(q) == 0
