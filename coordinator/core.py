@@ -208,8 +208,7 @@ class Core:
         registry.session_counter = max(registry.session_counter, self.registry.session_counter)
         self.registry = registry
         self._answers.clear()
-        self._out = []
-        self._mark = 0
+        self.out.flush()
         self._last_now = now
         self._next_lease_check = 0.0
 
