@@ -49,17 +49,12 @@ from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError, UsageError
 from protocol.messages import (
     HARD_FRAME_LIMIT,
-<<<<<<< HEAD
     Bye,
-    Heartbeat,
-    JobQuery,
-    Release,
-=======
     Error,
     Heartbeat,
     JobQuery,
+    Release,
     Status,
->>>>>>> 6b9f379 (Fail closed on storage errors and recover by itself: a failed commit restores the registry from the ledger and answers the batch 'unavailable' with the cause; reads go on, nothing is granted or expires until a write succeeds; the WAL is checkpointed and a write retried with back-off)
     StatusReply,
 )
 from protocol.trio_zmq import TrioSocket
