@@ -33,6 +33,7 @@ EXPECTED = {
     "agent_live": EXIT_REFUSED,
     "unreachable": EXIT_UNREACHABLE,
     "internal": EXIT_REFUSED,
+    "unavailable": EXIT_REFUSED,  # the ledger cannot be written: refused until it can
 }
 
 
