@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Benchmark of the Lockstep coordinator, each figure beside a baseline from the same run.
 
-    /work/venv/bin/python bench/bench_coordinator.py            # full run, well under 3 min
-    /work/venv/bin/python bench/bench_coordinator.py --quick    # ~25 s smoke run
+    python bench/bench_coordinator.py            # full run, well under 3 min
+    python bench/bench_coordinator.py --quick    # ~25 s smoke run
     ... --only 1,3                                              # some figures only
 
 Figures (see bench/README.md for what each one means and why the baseline is fair):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Hardening figures: what one hostile or greedy client costs everyone else.
 
-    /work/venv/bin/python bench/bench_hardening.py            # ~1 min
-    /work/venv/bin/python bench/bench_hardening.py --quick    # ~20 s smoke run
+    python bench/bench_hardening.py            # ~1 min
+    python bench/bench_hardening.py --quick    # ~20 s smoke run
 
 Figures (each a ratio to a baseline measured in the same run):
 
