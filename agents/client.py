@@ -40,6 +40,7 @@ from agents.oneshot import (  # shared with the blocking client; re-exported her
     UnexpectedReply,
     default_timeout,
     expect,
+    follow_coordinator,
     make_hello,
     resolve_endpoint,
     stderr_notice,
@@ -209,18 +210,7 @@ class AgentSession:
         return await self.conn.request(build(self.session))
 
     def _rediscover(self) -> bool:
-        """The coordinator may have restarted at another endpoint (a new tcp port): follow
-        its state file.  True if we moved; the caller then resumes the session."""
-        if self._place is None:
-            return False
-        try:
-            endpoint = resolve_endpoint(self._place)
-        except CoordinatorUnreachable:
-            return False
-        if endpoint == self.conn.endpoint:
-            return False
-        self.conn.move_to(endpoint)
-        return True
+        return follow_coordinator(self._place, self.conn)
 
     def head(self) -> str | None:
         """The commit checked out in this agent's worktree, read from .git's files (no git)."""

@@ -100,6 +100,22 @@ def resolve_endpoint(place: Place, endpoint: str | None = None) -> str:
     return found
 
 
+def follow_coordinator(place: Place | None, conn) -> bool:
+    """The coordinator may have restarted at another endpoint (a new tcp port): follow
+    its state file.  True if ``conn`` (either client's connection: it has ``endpoint``
+    and ``move_to``) moved; the caller then resumes the session."""
+    if place is None:
+        return False
+    try:
+        endpoint = resolve_endpoint(place)
+    except CoordinatorUnreachable:
+        return False
+    if endpoint == conn.endpoint:
+        return False
+    conn.move_to(endpoint)
+    return True
+
+
 Notice = Callable[[str], None]
 
 
@@ -260,18 +276,7 @@ class OneShotSession:
         return self.conn.request(build(self.session))
 
     def _rediscover(self) -> bool:
-        """The coordinator may have restarted at another endpoint (a new tcp port):
-        follow its state file.  True if we moved."""
-        if self._place is None:
-            return False
-        try:
-            endpoint = resolve_endpoint(self._place)
-        except CoordinatorUnreachable:
-            return False
-        if endpoint == self.conn.endpoint:
-            return False
-        self.conn.move_to(endpoint)
-        return True
+        return follow_coordinator(self._place, self.conn)
 
     def head(self) -> str | None:
         """The commit checked out in this agent's worktree, read from .git's files (no git)."""
