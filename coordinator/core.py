@@ -115,21 +115,28 @@ class Core:
         # (same peer, session, req and content) gets its first answer again, not a second
         # grant.  Bounded per session; dropped when the session ends.
         self._answers: dict[str, dict[int, tuple[Any, m.Message, m.Reply]]] = {}
+        self._revoked: dict[str, str] = {}  # session -> what a restart revoked, said when it resumes
 
     # ================================================================ entry points
 
     def start(
-        self, history: list[Record], now: float, *, pid: int = 0, snapshot: Snapshot | None = None
+        self,
+        history: list[Record],
+        now: float,
+        *,
+        pid: int = 0,
+        snapshot: Snapshot | None = None,
+        times: list[float] | None = None,
+        wall: float = 0.0,
     ) -> list[Effect]:
         """Rebuild the registry from the ledger (the snapshot, then the records after
         it), then open a new epoch.
 
         Every session the ledger shows live gets a fresh lease from ``now``; local pids
-        are watched again (an exited one ends its session at once)."""
-        if snapshot is not None:
-            self.registry = Registry.from_snapshot(snapshot, now)
-        for record in history:
-            self.registry.apply(record, now)
+        are watched again (an exited one ends its session at once).  ``times`` are the
+        records' ledger (wall-clock) times and ``wall`` is ``now`` on that clock: what
+        ``status`` shows as a grant's or an agent's time comes from them."""
+        self.registry = _rebuilt(self.registry if snapshot is None else None, history, now, snapshot, times, wall)
         self._last_now = now
         epoch = self.registry.epoch + 1
         self._record(
@@ -142,10 +149,35 @@ class Core:
                 claims=len(self.registry.claims),
             )
         )
+        self._revoke_conflicts()
         for agent in self.registry.agents.values():
             if agent.live and agent.pid is not None and agent.host == self.host:
                 self.out.append(WatchPid(session=agent.session, pid=agent.pid, pid_started=agent.pid_started))
         return self._flush()
+
+    def _revoke_conflicts(self) -> None:
+        """Claims restored from the ledger that this (stricter) mode would never have
+        granted together: the oldest grant of each conflict stays, the others are
+        revoked, with the reason in the ledger and a publication to their holders."""
+        mode = self.settings.mode
+        groups: dict[tuple[str, int], list[tuple[ClaimEntry, ClaimEntry]]] = {}
+        for entry, kept in policy.restart_revocations(self.registry, mode):
+            groups.setdefault((entry.agent, entry.token), []).append((entry, kept))
+        for (holder, token), pairs in groups.items():
+            kept = pairs[0][1]
+            reason = (
+                f"revoked at restart in {mode} mode: conflicts with {kept.agent}'s older grant of "
+                f"{kept.pattern.text} ({kept.access}, token {kept.token})"
+            )
+            record = rec.ClaimReleased(
+                agent=holder, session=pairs[0][0].session, token=token,
+                patterns=[e.pattern.text for e, _ in pairs], reason=reason, revoked=True,
+            )
+            self._record(record)
+            self._publish(rec.ClaimReleased.KIND, holder, {"token": token, **rec.data_of(record)})
+            # Its client is not subscribed yet at start-up: it hears it on resuming too.
+            self._revoked[pairs[0][0].session] = f"{holder}'s claim on {', '.join(record.patterns)} was {reason}"
+            self._counts["releases"] += 1  # the shell logs revoked releases
 
     def receive(self, peer: Any, message: m.Message, now: float) -> list[Effect]:
         self._advance(now)
@@ -195,14 +227,14 @@ class Core:
         self._counts["errors"] += 1
         return [Send(peer, m.Error(req=req, code=error.code, message=error.message))]
 
-    def restore(self, history: list[Record], now: float, snapshot: Snapshot | None = None) -> None:
+    def restore(
+        self, history: list[Record], now: float, snapshot: Snapshot | None = None, times: list[float] | None = None, wall: float = 0.0
+    ) -> None:
         """The ledger refused a batch: go back to exactly what it holds.  The refused
         batch's records were applied to the registry but never written, so the registry
         is rebuilt from the ledger, as at start-up (leases run from ``now``), and answers
         kept for retries are forgotten (some named grants that never happened)."""
-        registry = Registry.from_snapshot(snapshot, now) if snapshot is not None else Registry()
-        for record in history:
-            registry.apply(record, now)
+        registry = _rebuilt(Registry(), history, now, snapshot, times, wall)
         # Session ids are epoch.counter and the ledger does not hold the counter: keep
         # counting, or a new session would get the id of a live one.
         registry.session_counter = max(registry.session_counter, self.registry.session_counter)
@@ -336,7 +368,18 @@ class Core:
                 "its claims were released: open a new session",
             )
         self.registry.touch(agent, now)
+        if self._revoked:
+            self._tell_revoked(agent)
         return agent
+
+    def _tell_revoked(self, agent: Agent) -> str:
+        """A holder whose claims a restart revoked hears it (a ``notice`` to it, and the
+        notice of a resumed welcome) on its first message after the restart: at
+        start-up nobody is subscribed yet."""
+        text = self._revoked.pop(agent.session, "")
+        if text:
+            self._publish("notice", agent.name, {"message": text})
+        return text
 
     def _open(self, msg: m.Hello, now: float, notice: str = "") -> Agent:
         reg = self.registry
@@ -513,7 +556,7 @@ class Core:
         if msg.session is not None:
             if live is not None and live.session == msg.session:
                 self.registry.touch(live, now)
-                self._welcome(peer, msg, live, resumed=True)
+                self._welcome(peer, msg, live, resumed=True, notice=self._tell_revoked(live))
                 return
             if live is not None:
                 raise PeerError("agent_live", _live_message(live))
@@ -527,7 +570,7 @@ class Core:
             if msg.kind != "oneshot":
                 raise PeerError("agent_live", _live_message(live))
             self.registry.touch(live, now)
-            self._welcome(peer, msg, live, resumed=True)
+            self._welcome(peer, msg, live, resumed=True, notice=self._tell_revoked(live))
             return
         agent = self._open(msg, now)
         self._welcome(peer, msg, agent, resumed=False)
@@ -783,8 +826,9 @@ class Core:
                 kind=a.kind,
                 pid=a.pid,
                 worktree=a.worktree,
-                last_seen_ago=round(max(0.0, now - a.last_seen), 3),
+                last_seen_ago=round(max(0.0, now - a.seen), 3),
                 reason=a.reason,
+                ttl_left=round(max(0.0, a.ttl - (now - a.last_seen)), 3) if a.live and a.ttl is not None else None,
             )
             for a in sorted(reg.agents.values(), key=lambda a: a.name)
         ]
@@ -794,7 +838,7 @@ class Core:
                 holder=e.agent,
                 token=e.token,
                 access=e.access,
-                since_ago=round(max(0.0, now - e.since), 3),
+                since_ago=round(max(0.0, now - e.granted), 3),
                 expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
             )
             for e in sorted(reg.all_entries(), key=lambda e: (e.token, e.pattern.text))
@@ -851,6 +895,24 @@ class Core:
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
     }
+
+
+def _rebuilt(
+    registry: Registry | None, history: list[Record], now: float, snapshot: Snapshot | None, times: list[float] | None, wall: float
+) -> Registry:
+    """``registry`` (or the snapshot's) with ``history`` applied: leases from ``now``,
+    shown times from the records' ledger ``times`` (``wall`` is ``now`` on their clock)."""
+    if snapshot is not None:
+        registry = Registry.from_snapshot(snapshot, now, wall)
+    elif registry is None:
+        registry = Registry()
+    if times is None or not wall:
+        for record in history:
+            registry.apply(record, now)
+    else:
+        for record, ts in zip(history, times, strict=True):
+            registry.apply(record, now, now - max(0.0, wall - ts))
+    return registry
 
 
 def _summary(conflicts: list[m.Conflict]) -> str:

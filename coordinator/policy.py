@@ -14,6 +14,10 @@ Rules
   naming that writer.
 * Verdicts: ``parallel-strict`` and ``serial`` refuse on any conflict;
   ``parallel-warn`` grants with the conflicts as warnings, except holds, which refuse.
+* A restart in a stricter mode may find claims granted under a laxer one that now
+  conflict: of each conflict the oldest grant (lowest token) stays, the others are
+  revoked (``restart_revocations``), so there are never two writers in a mode that
+  refuses conflicts.
 
 Everything here reads the registry and returns plain values; nothing changes state.
 """
@@ -21,7 +25,7 @@ Everything here reads the registry and returns plain values; nothing changes sta
 from __future__ import annotations
 
 from protocol.messages import Conflict
-from protocol.paths import Pattern
+from protocol.paths import Pattern, PatternIndex
 
 from .registry import ClaimEntry, Hold, Registry
 
@@ -122,3 +126,34 @@ def summarise(conflicts: list[Conflict]) -> str:
             seen.add(key)
             parts.append(f"{c.pattern}: {c.reason}")
     return "; ".join(parts)
+
+
+def restart_revocations(registry: Registry, mode: str) -> list[tuple[ClaimEntry, ClaimEntry]]:
+    """The grants ``mode`` would never have made together: ``(revoked, kept)`` pairs,
+    where ``kept`` is the older grant each revoked one conflicts with.
+
+    Grants are taken oldest first (token order) and each is kept unless it conflicts
+    with one kept before it (the claim rules; in ``serial`` also any other agent's kept
+    exclusive claim).  ``parallel-warn`` grants over conflicts, so it revokes nothing."""
+    if mode == "parallel-warn":
+        return []
+    kept: PatternIndex[ClaimEntry] = PatternIndex()
+    writer: ClaimEntry | None = None  # serial: the oldest kept exclusive grant
+    revoked = []
+    for entry in sorted(registry.all_entries(), key=lambda e: (e.token, e.pattern.text)):
+        older = next(
+            (
+                other for _, other in kept.overlapping(entry.pattern)
+                if other.agent != entry.agent and "exclusive" in (entry.access, other.access)
+            ),
+            None,
+        )
+        if older is None and mode == "serial" and entry.access == "exclusive" and writer is not None and writer.agent != entry.agent:
+            older = writer
+        if older is not None:
+            revoked.append((entry, older))
+            continue
+        kept.add(entry.pattern, entry)
+        if entry.access == "exclusive" and writer is None:
+            writer = entry
+    return revoked

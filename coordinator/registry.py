@@ -7,10 +7,13 @@ should happen and writes it down as ledger records; applying a record is the one
 state moves.  So the state after a restart is exactly ``apply`` over the ledger, and
 the ledger can never disagree with what the coordinator believed.
 
-Rule 2: times are the coordinator's monotonic ``now``, passed in.  They do not survive
-a restart (another process, another clock): replaying a record stamps it with the
-replay's ``now``, which gives every live session a fresh full lease and every hold a
-fresh full lock delay — leases are extended by downtime, never expired by it.
+Rule 2: times are the coordinator's monotonic ``now``, passed in.  Lease clocks do not
+survive a restart (another process, another clock): replaying a record stamps it with
+the replay's ``now``, which gives every live session a fresh full lease and every hold a
+fresh full lock delay — leases are extended by downtime, never expired by it.  What
+people are shown (when a claim was granted, when an agent was last heard of) is
+another matter: replay passes each record's ledger time as ``at`` (on this process's
+clock, so in the past), and those shown times survive restarts, gone agents included.
 
 Rule 3: fencing tokens come from one counter that only goes up.  Grants record their
 token; ``tokens.reserved`` records a durable upper mark; a restarted registry issues
@@ -52,7 +55,8 @@ class Agent:
     state: str = ALIVE
     reason: str = ""
     joined: float = 0.0
-    last_seen: float = 0.0
+    last_seen: float = 0.0  # the lease clock: restarts reset it (Rule 2)
+    seen: float = 0.0  # when it was last heard of, for people: from the ledger across restarts
 
     @property
     def live(self) -> bool:
@@ -66,8 +70,9 @@ class ClaimEntry:
     session: str
     token: int
     access: str  # "exclusive" | "shared"
-    since: float
+    since: float  # the TTL clock (Rule 2)
     expires_at: float | None = None
+    granted: float = 0.0  # when it was granted, for people: from the ledger across restarts
 
 
 @dataclass(eq=False)
@@ -98,6 +103,7 @@ class SnapshotAgent(msgspec.Struct, frozen=True):
     ttl: float | None
     state: str
     reason: str
+    seen_ago: float = 0.0  # seconds before ``Snapshot.taken`` it was last heard of
 
 
 class SnapshotClaim(msgspec.Struct, frozen=True):
@@ -107,6 +113,7 @@ class SnapshotClaim(msgspec.Struct, frozen=True):
     token: int
     access: str
     ttl: float | None
+    granted_ago: float = 0.0  # seconds before ``Snapshot.taken`` it was granted
 
 
 class SnapshotHold(msgspec.Struct, frozen=True):
@@ -144,6 +151,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     repair: RepairState = RepairState()
     edit_batches: list[str] = []  # agents with an edit batch not yet verified
     merge_holds: list[SnapshotMergeHold] = []
+    taken: float = 0.0  # wall-clock time it was taken (0: unknown), so shown ages count downtime
 
 
 SNAPSHOT_FORMAT = 1
@@ -206,7 +214,8 @@ class Registry:
 
     # ------------------------------------------------------------------ snapshots
 
-    def snapshot(self, now: float, lock_delay: float) -> Snapshot:
+    def snapshot(self, now: float, lock_delay: float, wall: float = 0.0) -> Snapshot:
+        """``wall``: the wall-clock time of ``now`` (kept so shown ages survive a restart)."""
         return Snapshot(
             format=SNAPSHOT_FORMAT,
             epoch=self.epoch,
@@ -214,13 +223,17 @@ class Registry:
             reserved_until=self.reserved_until,
             session_counter=self.session_counter,
             agents=[
-                SnapshotAgent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason)
+                SnapshotAgent(
+                    a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason,
+                    max(0.0, now - a.seen),
+                )
                 for a in self.sessions.values()
             ],
             claims=[
                 SnapshotClaim(
                     e.pattern.text, e.agent, e.session, e.token, e.access,
                     None if e.expires_at is None else e.expires_at - e.since,  # the full TTL, as replay gives
+                    max(0.0, now - e.granted),
                 )
                 for e in self.all_entries()
             ],
@@ -236,11 +249,16 @@ class Registry:
                 SnapshotMergeHold(h.path.text, h.holder, h.branch, list(h.commits), h.target)
                 for h in self.merge_holds_by_path.values()
             ],
+            taken=wall,
         )
 
     @classmethod
-    def from_snapshot(cls, snap: Snapshot, now: float) -> "Registry":
-        """Rebuild; like replay, every live session and hold starts afresh at ``now``."""
+    def from_snapshot(cls, snap: Snapshot, now: float, wall: float = 0.0) -> "Registry":
+        """Rebuild; like replay, every live session and hold starts afresh at ``now``.
+        ``wall``: the wall-clock time of ``now``; shown times then are the snapshot's,
+        downtime counted (without it they are ``now``, as a replay without times)."""
+        timed = bool(wall and snap.taken)
+        downtime = max(0.0, wall - snap.taken) if timed else 0.0
         reg = cls(
             epoch=snap.epoch,
             next_token=snap.next_token,
@@ -255,7 +273,8 @@ class Registry:
             edit_batches=dict.fromkeys(snap.edit_batches, now),
         )
         for a in snap.agents:
-            agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, now, now)
+            seen = now - a.seen_ago - downtime if timed else now
+            agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, seen, now, seen)
             reg.sessions[a.session] = agent
             current = reg.agents.get(a.name)
             if current is None or not current.live or agent.live:
@@ -265,6 +284,7 @@ class Registry:
                 rec.ClaimGranted(agent=c.agent, session=c.session, token=c.token,
                                  patterns=[c.pattern], access=c.access, ttl=c.ttl),
                 now,
+                now - c.granted_ago - downtime if timed else now,
             )
         for h in snap.holds:
             pattern = Pattern.parse(h.pattern)
@@ -275,19 +295,24 @@ class Registry:
 
     # ------------------------------------------------------------------ the one mutator
 
-    def apply(self, record: Record, now: float) -> None:
+    def apply(self, record: Record, now: float, at: float | None = None) -> None:
         """Apply one ledger record (kinds not matched here are written for people and
-        subscribers, and change nothing).  Ordered by how often each kind comes."""
+        subscribers, and change nothing).  Ordered by how often each kind comes.
+
+        ``at``: when the record was written, on this process's clock (replay passes the
+        ledger's time; live records are written ``now``).  Only shown times use it."""
+        if at is None:
+            at = now
         match record:
             case rec.IntentDecided():
                 self._intent_decided(record, now)
             case rec.ClaimGranted():
-                self._granted(record, now)
+                self._granted(record, now, at)
                 self.next_token = max(self.next_token, record.token + 1)
             case rec.ClaimReleased() | rec.ClaimExpired():
                 self._released(record, now)
             case rec.AgentJoined():
-                self._joined(record, now)
+                self._joined(record, now, at)
             case rec.AgentStale() | rec.AgentLeft():
                 self._ended(record)
             case rec.AgentWatched():
@@ -321,6 +346,10 @@ class Registry:
                     hold = self.merge_holds_by_path.pop(path, None)
                     if hold is not None:
                         self.merge_holds.remove(hold.path, hold)
+        if record.session is not None and not isinstance(record, rec.AgentStale):
+            agent = self.sessions.get(record.session)  # it did this, so it was heard of
+            if agent is not None and agent.seen < at:
+                agent.seen = at
 
     # ------------------------------------------------------------------ handlers
 
@@ -331,7 +360,7 @@ class Registry:
         self.verify_marks.clear()  # runs cut short by a restart never finish
         self.next_token = max(self.next_token, self.reserved_until + 1)
 
-    def _joined(self, record: rec.AgentJoined, now: float) -> None:
+    def _joined(self, record: rec.AgentJoined, now: float, at: float) -> None:
         agent = Agent(
             name=record.agent,
             session=record.session,
@@ -341,8 +370,9 @@ class Registry:
             pid=record.pid,
             pid_started=record.pid_started,
             ttl=record.ttl,
-            joined=now,
+            joined=at,
             last_seen=now,
+            seen=at,
         )
         self.agents[agent.name] = agent
         self.sessions[agent.session] = agent
@@ -367,7 +397,7 @@ class Registry:
             if agent is not None and self.agents.get(agent.name) is agent:
                 del self.agents[agent.name]
 
-    def _granted(self, record: rec.ClaimGranted, now: float) -> None:
+    def _granted(self, record: rec.ClaimGranted, now: float, at: float) -> None:
         ttl = record.ttl
         for text in record.patterns:
             pattern = Pattern.parse(text)
@@ -382,6 +412,7 @@ class Registry:
                 access=record.access,
                 since=now,
                 expires_at=None if ttl is None else now + ttl,
+                granted=at,
             )
             self.claims.add(pattern, entry)
             self.claims_by_agent.setdefault(record.agent, {})[pattern.text] = entry
@@ -461,6 +492,7 @@ class Registry:
     def touch(self, agent: Agent, now: float) -> None:
         """Any message from a live agent renews its lease (not a ledger event)."""
         agent.last_seen = now
+        agent.seen = now
 
     def drop_expired_holds(self, now: float) -> None:
         for hold in self.all_holds():

@@ -43,6 +43,7 @@ import trio
 import zmq
 
 from ledger import Ledger, LedgerError
+from ledger.records import ClaimReleased
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
@@ -155,7 +156,7 @@ class Server:
             stack.callback(self.ledger.close)
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
-            snapshot, history = await trio.to_thread.run_sync(self._load_history)
+            snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
             async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
@@ -166,7 +167,9 @@ class Server:
                     await self.refs.sync()
                 async with self._turn:
                     now = trio.current_time()
-                    await self._execute(self.core.start(history, now, pid=os.getpid(), snapshot=snapshot))
+                    await self._execute(
+                        self.core.start(history, now, pid=os.getpid(), snapshot=snapshot, times=times, wall=time.time())
+                    )
                     self._started = self._storage_error is None
                     if self._started and len(history) > SNAPSHOT_EVERY // 10:
                         await self._save_snapshot()
@@ -246,8 +249,9 @@ class Server:
         stack.callback(sock.close)
         return sock
 
-    def _load_history(self) -> tuple[Snapshot | None, list[Record]]:
-        """The newest usable snapshot and the state-changing records after it."""
+    def _load_history(self) -> tuple[Snapshot | None, list[Record], list[float]]:
+        """The newest usable snapshot, the state-changing records after it, and their
+        ledger (wall-clock) times."""
         snapshot, after = None, 0
         saved = self.ledger.latest_snapshot()
         if saved is not None:
@@ -258,15 +262,18 @@ class Server:
                 log.warning("ignoring an unreadable snapshot at event %d; replaying the whole ledger", saved[0])
             if snapshot is not None and snapshot.format != SNAPSHOT_FORMAT:
                 snapshot, after = None, 0
-        history = [record for _, record in self.ledger.records(after=after, kinds=STATE_KINDS)]
-        return snapshot, history
+        history, times = [], []
+        for _, ts, record in self.ledger.timed_records(after=after, kinds=STATE_KINDS):
+            history.append(record)
+            times.append(ts)
+        return snapshot, history, times
 
     async def _save_snapshot(self) -> None:
         """Called inside the turn, right after a commit: registry == ledger up to last_id."""
         if self._storage_error is not None:
             return
         upto = self.ledger.last_id()
-        blob = msgspec.msgpack.encode(self.core.registry.snapshot(trio.current_time(), self.settings.lock_delay))
+        blob = msgspec.msgpack.encode(self.core.registry.snapshot(trio.current_time(), self.settings.lock_delay, time.time()))
         try:
             await trio.to_thread.run_sync(self.ledger.save_snapshot, upto, blob)
         except (LedgerError, sqlite3.Error) as exc:  # only start-up is slower for it
@@ -443,6 +450,8 @@ class Server:
             for r in records:
                 if r.KIND in _LOGGED_KINDS:
                     log.info("%s %s %s", r.KIND, r.agent or "", getattr(r, "reason", None) or getattr(r, "patterns", None) or "")
+                elif isinstance(r, ClaimReleased) and r.revoked is True:
+                    log.warning("claim.released %s %s: %s", r.agent, ", ".join(r.patterns), r.reason)
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
@@ -470,9 +479,9 @@ class Server:
     async def _fail_closed(self, exc: LedgerError, effects: list) -> None:
         """A commit failed: back to what the ledger holds, and every reply says why."""
         cause = f"ledger: {_storage_cause(exc)} at {self.ledger.path}; grants are refused until it can write"
-        snapshot, history = await trio.to_thread.run_sync(self._load_history)
+        snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
         now = trio.current_time()
-        self.core.restore(history, now, snapshot)
+        self.core.restore(history, now, snapshot, times, time.time())
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:

@@ -257,9 +257,14 @@ class LedgerReader:
         """``(id, record)`` of the events of ``kinds`` (catalogue kinds) after ``after``,
         decoded into their typed records (ledger/records.py); like ``events()``
         otherwise.  A row that does not fit its kind raises ``LedgerError``."""
+        for event_id, _, record in self.timed_records(after, kinds=kinds):
+            yield event_id, record
+
+    def timed_records(self, after: int = 0, *, kinds: Iterable[str]) -> Iterator[tuple[int, float, Record]]:
+        """Like ``records()``, with each event's wall-clock time: ``(id, ts, record)``."""
         for event in self.events(after, kinds=kinds):
             try:
-                yield event.id, decode(event.kind, event.agent, event.session, event.token, event.data)
+                yield event.id, event.ts, decode(event.kind, event.agent, event.session, event.token, event.data)
             except KeyError:
                 raise LedgerError(f"ledger {self._path}: event {event.id} has kind {event.kind!r}, which this Lockstep does not know") from None
             except msgspec.ValidationError as e:

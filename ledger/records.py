@@ -182,6 +182,7 @@ class ClaimReleased(_Release, frozen=True, kw_only=True):
 
     forced: bool | UnsetType = UNSET  # an operator's forced release
     by: str | UnsetType = UNSET
+    revoked: bool | UnsetType = UNSET  # a restart in a stricter mode took it back
 
 
 class ClaimExpired(_Release, frozen=True, kw_only=True):

@@ -257,6 +257,7 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
     worktree: str
     last_seen_ago: float
     reason: str = ""
+    ttl_left: float | None = None  # a live one-shot session's TTL: seconds until it runs out
 
 
 class ClaimInfo(msgspec.Struct, frozen=True, kw_only=True):

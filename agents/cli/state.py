@@ -41,6 +41,7 @@ def _status_payload(reply: m.StatusReply) -> dict:
                 "session": a.session,
                 "kind": a.kind,
                 "reason": a.reason,
+                "ttl_left": a.ttl_left,
             }
             for a in reply.agents
         ],
@@ -69,6 +70,8 @@ def _status_text(reply: m.StatusReply) -> str:
         lines[:0] = [f"UNAVAILABLE: {storage_error}", ""]
     for a in reply.agents or []:
         extra = f"  ({a.reason})" if a.reason else ""
+        if a.ttl_left is not None:
+            extra += f"  (one-shot: TTL {a.ttl_left:.0f}s left)"
         lines.append(f"  {a.name:<16} {a.state:<6} pid {a.pid or '-':<8} seen {a.last_seen_ago:6.1f}s ago  {a.worktree}{extra}")
     if not reply.agents:
         lines.append("  (none)")
