@@ -284,9 +284,10 @@ class OneShotSession:
 
         return read_head(self._hello.worktree) if self._hello.worktree else None
 
-    def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
+    def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None, retry: bool = False) -> m.Granted | m.Refused:
+        """``retry``: a retry of a refused claim while waiting (not recorded as another refusal)."""
         head = self.head()
-        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head))
+        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head, retry=retry))
 
     def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
         head = self.head()

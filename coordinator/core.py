@@ -630,6 +630,10 @@ class Core:
     def _refuse_claim(self, peer, msg, agent, patterns, conflicts, reason, stale=()) -> None:
         total = len(conflicts) if len(conflicts) > CONFLICTS_LISTED else 0  # the reason says how many more
         conflicts = conflicts[:CONFLICTS_LISTED]
+        self._counts["refusals"] += 1
+        if msg.retry:  # `claim --wait` retrying: its first refusal is in the ledger already
+            self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale), conflicts_total=total))
+            return
         record = rec.ClaimRefused(
             agent=agent.name,
             session=agent.session,
@@ -640,7 +644,6 @@ class Core:
         )
         self._record(record)
         self._publish(rec.ClaimRefused.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
-        self._counts["refusals"] += 1
         self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale), conflicts_total=total))
 
     def _stale_bases(self, paths: list[Pattern], head: str | None) -> list[m.StaleBase]:

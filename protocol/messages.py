@@ -88,6 +88,7 @@ class Claim(Request, frozen=True, kw_only=True, tag="claim"):
     shared: bool = False
     ttl: float | None = None
     head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
+    retry: bool = False  # a waiting client's retry: a refusal is answered, not recorded again
 
 
 class Release(Request, frozen=True, kw_only=True, tag="release"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 
@@ -34,11 +35,44 @@ def _claim_payload(reply: m.Granted | m.Refused) -> dict:
     return {"granted": False, "token": None, "reason": reply.reason, "conflicts": reply.conflicts, "warnings": [], "stale": reply.stale}
 
 
+class _Spinner:
+    """One line on a terminal's stderr, redrawn: a spinner, what we wait for, the time left."""
+
+    FRAMES = "|/-\\"
+    FRAME_S = 0.1
+
+    def __init__(self) -> None:
+        self.frame = 0
+
+    def wait(self, seconds: float, what: str, deadline: float) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            now = time.monotonic()
+            left = max(0.0, deadline - now)
+            self.frame += 1
+            width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+            line = f"{self.FRAMES[self.frame % len(self.FRAMES)]} lockstep: {what}; {left:.0f}s left"
+            sys.stderr.write("\r" + line[:width] + "\x1b[K")
+            sys.stderr.flush()
+            if now >= end:
+                return
+            time.sleep(min(self.FRAME_S, end - now))
+
+    def clear(self) -> None:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--shared", is_flag=True, help="Claim for shared use (others may share it; nobody may take it exclusively).")
 @click.option("--ttl", metavar="S", help="Release the claim by itself after this long (e.g. 30m).")
-@click.option("--wait", metavar="S", help="If refused, keep trying for up to this long.")
+@click.option(
+    "--wait",
+    metavar="S",
+    help="If refused, keep trying for up to this long, saying whom it waits for (a spinner with the time left on a "
+    "terminal); the ledger gets one claim.refused for the whole wait, not one per retry.",
+)
 @click.option("--literal", is_flag=True, help="Each PATH is one file or folder named as written: [, * and ? are not globs.")
 @agent_option
 @click.option("--pid", type=int, help="With a new agent name: its session lives as long as this local process.")
@@ -71,17 +105,28 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     def body(session):
         deadline = time.monotonic() + wait_s
         waiting_for = None
-        while True:
-            reply = session.claim(patterns, shared=shared, ttl=ttl_s)
-            left = deadline - time.monotonic()
-            if isinstance(reply, m.Granted) or left <= 0:
-                return reply
-            holders = ", ".join(sorted({f"{c.holder} ({c.pattern})" for c in reply.conflicts})) or reply.reason
-            if holders != waiting_for:  # say who we wait for, once per change (stderr: stdout stays one document)
-                waiting_for = holders
-                click.echo(f"lockstep: waiting up to {left:.0f}s for {holders}", err=True)
-            hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
-            time.sleep(min(left, max(0.05, hint) if hint else 0.2))
+        spinner = _Spinner() if wait_s and sys.stderr.isatty() else None
+        try:
+            retry = False
+            while True:
+                reply = session.claim(patterns, shared=shared, ttl=ttl_s, retry=retry)
+                retry = True  # one claim.refused in the ledger per wait, not one per retry
+                left = deadline - time.monotonic()
+                if isinstance(reply, m.Granted) or left <= 0:
+                    return reply
+                holders = ", ".join(sorted({f"{c.holder} ({c.pattern})" for c in reply.conflicts})) or reply.reason
+                hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
+                pause = min(left, max(0.05, hint) if hint else 0.2)
+                if spinner is not None:  # a terminal: who we wait for and the time left, redrawn
+                    spinner.wait(pause, f"waiting for {holders}", deadline)
+                    continue
+                if holders != waiting_for:  # say who we wait for, once per change (stderr: stdout stays one document)
+                    waiting_for = holders
+                    click.echo(f"lockstep: waiting up to {left:.0f}s for {holders}", err=True)
+                time.sleep(pause)
+        finally:
+            if spinner is not None:
+                spinner.clear()
 
     reply = _as_agent(agent, endpoint, pid, body)
     payload = _claim_payload(reply)
