@@ -11,6 +11,39 @@ from probes import plan as plans
 from probes.plan import PLAN_END_KINDS, PLAN_LEDGER_KINDS
 
 
+def _probe_names(probes) -> str:
+    return ", ".join(p if isinstance(p, str) else p.name for p in probes)
+
+
+def waiting_on(plan: plans.Plan, action: plans.Action) -> dict[str, str] | None:
+    """What a running plan's current step waits for (``what``) and how that is
+    satisfied (``how``), from the action the machine asks for next."""
+    step = plan.step(action.step) if hasattr(action, "step") else None
+    match action:
+        case plans.WaitForAgent(agent=agent, expect=expect, attempt=attempt):
+            return {
+                "what": f"agent {agent} to {expect}" + (f" (attempt {attempt})" if attempt > 1 else ""),
+                "how": f"`lockstep done --agent {agent}` once it is done: the step passes when {agent}'s done gate "
+                "passes (a verify run after its last write)",
+            }
+        case plans.RunCommand(cmd=cmd, attempt=attempt):
+            return {
+                "what": f"its command `{cmd}`" + (f" (attempt {attempt})" if attempt > 1 else ""),
+                "how": "nothing to do: the coordinator runs it; exit 0 passes",
+            }
+        case plans.RunPreProbes(probes=probes):
+            on_fail = step.on_pre_fail if step is not None else "escalate"
+            return {"what": f"its pre-probes {_probe_names(probes)}", "how": f"nothing to do: they run now; if one fails the step will {on_fail}"}
+        case plans.RunPostProbes(probes=probes):
+            on_fail = step.on_post_fail if step is not None else "escalate"
+            return {"what": f"its post-probes {_probe_names(probes)}", "how": f"nothing to do: they run now; if one fails the step will {on_fail}"}
+        case plans.RunRollback(rollback_of=of, cmd=cmd):
+            return {"what": f"the rollback of step {of}: `{cmd}`", "how": "nothing to do: the coordinator runs it"}
+        case plans.StartStep():
+            return {"what": "its start", "how": "nothing to do: the coordinator starts it"}
+    return None
+
+
 def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[dict[str, Any]]:
     started: dict[str, dict] = {}
     records: dict[str, list[plans.TransitionRecord]] = {}
@@ -39,6 +72,9 @@ def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[di
         for record in records.get(job, []):
             if record.detail:
                 details[record.step] = record.detail
+        waits = None
+        if machine.plan_state == plans.PLAN_RUNNING and job not in ended:
+            waits = waiting_on(plan, machine.next_action())
         summaries.append(
             {
                 "job": job,
@@ -47,6 +83,7 @@ def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[di
                 "state": machine.plan_state,
                 "reason": machine.state.reason,
                 "current": machine.current_step.id if machine.current_step else None,
+                "waits_for": waits,
                 "steps": [
                     {"id": s.id, "state": s.state, "attempt": s.attempt, "detail": details.get(s.id, "")}
                     for s in machine.state.steps

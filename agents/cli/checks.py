@@ -422,7 +422,8 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
 @json_option
 @handle_errors
 def plan_status(job, as_json):
-    """Where each plan stands (read from the ledger; works with the coordinator down).
+    """Where each plan stands (read from the ledger; works with the coordinator down),
+    and what a running plan's step waits for and how to satisfy it.
 
     \b
     Examples:
@@ -448,4 +449,7 @@ def plan_status(job, as_json):
         click.echo(f"{s['job']:<8} {s['name']:<20} {s['state']:<10} {s['source']}")
         for step in s["steps"]:
             click.echo(f"    {step['id']:<16} {step['state']:<14} {step.get('detail', '')}")
+        if s.get("waits_for"):
+            click.echo(f"  step {s['current']} waits for {s['waits_for']['what']}")
+            click.echo(f"    to go on: {s['waits_for']['how']}")
 

@@ -388,3 +388,28 @@ def test_checks_run_only_in_this_repositorys_worktrees(repo, coordinator, tmp_pa
     result = cli("check", "command", "--json", "--", "true", cwd=elsewhere, env={"LOCKSTEP_ENDPOINT": endpoint})
     assert result.rc == 1 and "is not in a worktree of" in result.json["reason"]
     assert cli("check", "command", "--", "true", cwd=repo.other).rc == 0
+
+
+def test_plan_status_says_what_a_step_waits_for_and_how_to_satisfy_it(repo, coordinator):
+    coordinator(*FAST)
+    (repo.root / "PLAN.toml").write_text(
+        '[plan]\nname = "review"\n\n'
+        '[[step]]\nid = "review"\nexpect = "review the change"\nagent = "reviewer"\n\n'
+        '[[step]]\nid = "after"\nrun = "true"\n'
+    )
+    job = cli("plan", "run", "PLAN.toml", "--detach", "--json", cwd=repo.root).json["job"]
+
+    def waiting():
+        [summary] = cli("plan", "status", job, "--json", cwd=repo.root).json
+        return summary["waits_for"] and "agent reviewer" in summary["waits_for"]["what"] and summary
+
+    summary = wait_until(waiting, timeout=20, what="the plan to wait for its agent")
+    assert summary["current"] == "review" and summary["state"] == "running"
+    assert "review the change" in summary["waits_for"]["what"]
+    assert "lockstep done --agent reviewer" in summary["waits_for"]["how"]
+    text = cli("plan", "status", job, cwd=repo.root).out
+    assert "step review waits for agent reviewer" in text and "to go on: `lockstep done --agent reviewer`" in text
+    # doing what it says satisfies it
+    assert cli("done", "--agent", "reviewer", cwd=repo.root).rc == 0
+    wait_until(lambda: cli("plan", "status", job, "--json", cwd=repo.root).json[0]["state"] == "succeeded", timeout=30, what="the plan to finish")
+    assert cli("plan", "status", job, "--json", cwd=repo.root).json[0]["waits_for"] is None
