@@ -18,7 +18,7 @@ import trio
 
 from protocol.procs import is_same_process, process_started
 
-OnExit = Callable[[str, str], Awaitable[None]]  # (session, detail)
+OnExit = Callable[[str, str], Awaitable[None]]  # (session, detail: how it was seen, "" for a plain exit)
 
 
 class PidWatcher:
@@ -54,19 +54,19 @@ class PidWatcher:
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
-            return "no such process"
+            return "it was not running when watched"
         except (AttributeError, OSError):
             pidfd = None  # no pidfd support: poll instead
         try:
             # Check identity after opening: the fd now pins *this* process.
             if not is_same_process(pid, started):
-                return "pid belongs to another process now" if process_started(pid) else "no such process"
+                return "its pid belongs to another process now" if process_started(pid) else "it was not running when watched"
             if pidfd is not None:
                 await trio.lowlevel.wait_readable(pidfd)
-                return "exit seen"
+                return ""  # the kernel told us: a plain exit, nothing to add
             while is_same_process(pid, started):
                 await trio.sleep(self._poll_interval)
-            return "exit seen by polling"
+            return "seen by polling"
         finally:
             if pidfd is not None:
                 trio.lowlevel.notify_closing(pidfd)

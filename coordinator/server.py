@@ -245,6 +245,7 @@ class Server:
             raise BindFailed(f"cannot listen on {endpoint}: {exc.strerror}") from None
         if path is not None:
             os.chmod(path, 0o600)  # only this user (the directory is private too)
+            stack.callback(path.unlink, missing_ok=True)  # after the close below: no socket file left by a stop
         sock = TrioSocket(raw)
         stack.callback(sock.close)
         return sock

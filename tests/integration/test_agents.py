@@ -98,6 +98,8 @@ def test_a_run_agent_whose_command_dies_frees_its_paths_at_once(repo, coordinato
         wait_until(lambda: bob.do("claim", paths=["src/app.py"])["type"] == "granted", timeout=10, what="bob's grant")
         assert agent_state(repo, "carol") == "gone"
         assert run.wait(10) == 128 + signal.SIGKILL
+        carol = next(a for a in status(repo)["agents"] if a["name"] == "carol")
+        assert carol["reason"] == f"process {child} exited"  # not "exited (exit seen)"
     finally:
         end_process(run)
 

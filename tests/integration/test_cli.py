@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from .conftest import (
     LOCKSTEP,
@@ -105,6 +106,16 @@ def test_second_serve_exits_1_naming_the_first_and_stop_ends_it(repo, coordinato
     assert stopped.rc == 0 and stopped.json["stopped"] is True
     assert first.proc.wait(10) == 0
     assert not (repo.state_dir / "coordinator.json").exists()
+
+
+def test_stop_leaves_no_socket_file(repo, coordinator):
+    first = coordinator(*FAST)
+    info = status(repo)
+    sockets = [Path(e[len("ipc://") :]) for e in info["endpoints"] + info["pub"] if e.startswith("ipc://")]
+    assert sockets and all(p.exists() for p in sockets)
+    assert cli("stop", cwd=repo.root).rc == 0
+    assert first.proc.wait(10) == 0
+    assert [p for p in sockets if p.exists()] == []
 
 
 def test_a_killed_coordinators_state_file_never_stops_the_next_serve(repo, coordinator):
