@@ -52,6 +52,7 @@ from protocol.errors import single_errors
 from protocol.gitrefs import read_head
 from protocol.procs import process_started
 from protocol.trio_zmq import TrioSocket
+from protocol.uncommitted import uncommitted_paths
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -225,7 +226,9 @@ class AgentSession:
         return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
     async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
-        return await self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))
+        """Release; the worktree's uncommitted paths go along (see ``m.Release``)."""
+        dirty = await trio.to_thread.run_sync(uncommitted_paths, self._hello.worktree) if self._hello.worktree else None
+        return await self.call(lambda s: m.Release(session=s, paths=list(paths), all=all, uncommitted=dirty))
 
     async def watch(self, pid: int) -> None:
         started = process_started(pid)

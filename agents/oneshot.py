@@ -294,7 +294,12 @@ class OneShotSession:
         return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
     def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
-        return self.call(lambda s: m.Release(session=s, paths=list(paths), all=all))
+        """Release; the worktree's uncommitted paths go along, so the coordinator warns
+        about (and records) released paths whose changes are not committed."""
+        from protocol.uncommitted import uncommitted_paths
+
+        dirty = uncommitted_paths(self._hello.worktree) if self._hello.worktree else None
+        return self.call(lambda s: m.Release(session=s, paths=list(paths), all=all, uncommitted=dirty))
 
     def status(self) -> m.StatusReply:
         return self.conn.request(m.Status())

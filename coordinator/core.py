@@ -26,11 +26,13 @@ from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
 from protocol.paths import Pattern
+from protocol.uncommitted import touched
 
 from . import lifecycle, mergeholds, policy
 from .checks import Gates
 from .effects import (
     Bug,
+    CheckUncommitted,
     Effect,
     Outbox,
     Publish,
@@ -437,6 +439,8 @@ class Core:
         self._answers.pop(agent.session, None)
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
         self._release(entries, step.release, f"{agent.name}: {reason}", hold_for)
+        if entries and agent.worktree and agent.host == self.host:  # the shell looks for uncommitted work
+            self.out.append(CheckUncommitted(session=agent.session, worktree=agent.worktree, patterns=sorted({e.pattern.text for e in entries})))
         if agent.pid is not None:
             self.out.append(UnwatchPid(session=agent.session))
         self._publish(kind, agent.name, {"session": agent.session, "reason": reason, "lock_delay": hold_for})
@@ -695,7 +699,43 @@ class Core:
                 held = ", ".join(sorted({e.pattern.text for e in mine})) or "nothing"
                 raise PeerError("bad_request", f"{agent.name} holds no claim on {', '.join(sorted(missing))} (holds: {held})")
         self._release(entries, rec.ClaimReleased, "released by holder", 0.0)
-        self._reply(peer, m.Released(req=msg.req, patterns=sorted({e.pattern.text for e in entries}), holders=[agent.name] if entries else []))
+        dirty = self._released_uncommitted(agent, entries, msg.uncommitted or (), "release")
+        warning = ""
+        if dirty:
+            more = f" and {len(dirty) - 5} more" if len(dirty) > 5 else ""
+            warning = (
+                f"released with uncommitted changes to {', '.join(dirty[:5])}{more} in {agent.worktree or 'its worktree'}: "
+                "commit them (and merge) or others will not see them"
+            )
+        self._reply(
+            peer,
+            m.Released(
+                req=msg.req, patterns=sorted({e.pattern.text for e in entries}), holders=[agent.name] if entries else [],
+                uncommitted=dirty, warning=warning,
+            ),
+        )
+
+    def _released_uncommitted(self, agent: Agent, entries: list[ClaimEntry], paths, when: str) -> list[str]:
+        """Record (and tell the agent) which released paths had uncommitted changes."""
+        dirty = touched([e.pattern for e in entries], paths)
+        if dirty:
+            record = rec.ReleaseUncommitted(
+                agent=agent.name, session=agent.session, paths=dirty,
+                patterns=sorted({e.pattern.text for e in entries}), worktree=agent.worktree, when=when,
+            )
+            self._record(record)
+            self._publish(rec.ReleaseUncommitted.KIND, agent.name, rec.data_of(record))
+        return dirty
+
+    def uncommitted_at_end(self, session: str, patterns: list[str], paths: list[str], now: float) -> list[Effect]:
+        """The shell read an ended session's worktree (``CheckUncommitted``): record the
+        released paths it found with uncommitted changes."""
+        self._advance(now)
+        agent = self.registry.sessions.get(session)
+        if agent is not None:
+            entries = [ClaimEntry(Pattern.parse(p), agent.name, session, 0, "exclusive", now) for p in patterns]
+            self._released_uncommitted(agent, entries, paths, "session end")
+        return self._flush()
 
     def _force_release(self, peer, msg: m.Release) -> None:
         if not msg.paths:

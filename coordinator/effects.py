@@ -56,7 +56,16 @@ class Bug(msgspec.Struct, frozen=True, kw_only=True):
     text: str
 
 
-Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob | Bug
+class CheckUncommitted(msgspec.Struct, frozen=True, kw_only=True):
+    """A session ended with claims: look for uncommitted changes to the released
+    ``patterns`` in its ``worktree`` and report them (``Core.uncommitted_at_end``)."""
+
+    session: str
+    worktree: str
+    patterns: list[str]
+
+
+Effect = Record | Send | Publish | WatchPid | UnwatchPid | StopServing | StartJob | Bug | CheckUncommitted
 
 
 class Outbox:

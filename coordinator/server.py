@@ -59,10 +59,12 @@ from protocol.messages import (
     StatusReply,
 )
 from protocol.trio_zmq import TrioSocket
+from protocol.uncommitted import uncommitted_paths
 
 from .core import Core
 from .effects import (
     Bug,
+    CheckUncommitted,
     Publish,
     Record,
     Send,
@@ -472,8 +474,16 @@ class Server:
                     self._pids.watch(session, pid, started)
                 case UnwatchPid(session=session):
                     self._pids.unwatch(session)
+                case CheckUncommitted():
+                    self._nursery.start_soon(self._check_uncommitted, effect)
                 case StopServing(reason=reason):
                     self.stop(reason)
+
+    async def _check_uncommitted(self, check: CheckUncommitted) -> None:
+        """An ended session's worktree, read off the request loop (git status)."""
+        paths = await trio.to_thread.run_sync(uncommitted_paths, check.worktree)
+        if paths:
+            await self.apply(lambda now: self.core.uncommitted_at_end(check.session, check.patterns, paths, now))
 
     # ------------------------------------------------------------------ storage errors
 

@@ -189,6 +189,19 @@ class ClaimExpired(_Release, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "claim.expired"
 
 
+class ReleaseUncommitted(Record, frozen=True, kw_only=True):
+    """Paths were released (by their holder, or when its session ended) with changes
+    not committed in the holder's worktree: work nobody else sees from the integration
+    branch."""
+
+    KIND: ClassVar[str] = "release.uncommitted"
+
+    paths: list[str]  # the uncommitted paths under the released patterns
+    patterns: list[str]  # the released patterns
+    worktree: str = ""
+    when: str = "release"  # "release" (by the holder) | "session end"
+
+
 class IntentDecided(Record, frozen=True, kw_only=True):
     """The gate decision on a write intent (``token``: the grant it writes under)."""
 
@@ -426,7 +439,7 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
 CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, TokensReserved,
     AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
-    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, IntentDecided, MergeHeld, MergeFreed,
+    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, MergeHeld, MergeFreed,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,
     RuleDecided, RuleResponse, Notice, TaskQueued,

@@ -100,6 +100,9 @@ class Release(Request, frozen=True, kw_only=True, tag="release"):
     force: bool = False
     reason: str = ""
     by: str = ""
+    # The paths with uncommitted changes in the agent's worktree, as its client saw them
+    # just before (null: it did not look): released ones among them are warned about.
+    uncommitted: list[str] | None = None
 
 
 class Abandon(Request, frozen=True, kw_only=True, tag="abandon"):
@@ -247,6 +250,8 @@ class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
 class Released(Reply, frozen=True, kw_only=True, tag="released"):
     patterns: list[str]
     holders: list[str] = []
+    uncommitted: list[str] = []  # released paths with uncommitted changes in the holder's worktree
+    warning: str = ""
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -174,8 +174,9 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
             return session.release(patterns, all=release_all)
 
         reply = _as_agent(agent, endpoint, None, body)
-    payload = {"released": reply.patterns, "holders": reply.holders}
-    _out(as_json, payload, f"released {', '.join(reply.patterns) or 'nothing'}")
+    payload = {"released": reply.patterns, "holders": reply.holders, "uncommitted": reply.uncommitted, "warning": reply.warning}
+    text = f"released {', '.join(reply.patterns) or 'nothing'}" + (f"\nwarning: {reply.warning}" if reply.warning else "")
+    _out(as_json, payload, text)
 
 
 @main.command()

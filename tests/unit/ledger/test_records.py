@@ -80,6 +80,7 @@ SAMPLES: list[rec.Record] = [
     rec.ClaimRefused(agent="a", session="3.1", patterns=["x.py"], reason="held", conflicts=[Conflict(holder="b", pattern="x.py", access="exclusive", token=2)]),
     rec.ClaimReleased(agent="a", session="3.1", token=7, patterns=["src/**"], reason="forced by ops: stuck", hold_for=0.0, forced=True, by="ops"),
     rec.ClaimExpired(agent="a", session="3.1", token=7, patterns=["src/**"], reason="a: no heartbeat", hold_for=15.0),
+    rec.ReleaseUncommitted(agent="a", session="3.1", paths=["src/x.py"], patterns=["src/"], worktree="/w/a", when="session end"),
     rec.IntentDecided(agent="a", session="3.1", token=8, verdict="allow", reason="allowed", paths=["x.py"]),
     rec.MergeHeld(agent="a", session="3.1", paths={"x.py": ["c1", "c2"]}, branch="refs/heads/a", target="main"),
     rec.MergeFreed(agent="a", paths=["x.py"], branch="refs/heads/a", reason="abandoned by op: dead", forced=True, by="op"),
