@@ -913,6 +913,18 @@ class Core:
             ),
         )
 
+    def _on_fresh(self, peer, msg: m.Fresh, now: float) -> None:
+        """A fresh-base check with no session (the git guard, for a person's commit)."""
+        paths = _parse_patterns(msg.paths)
+        if not msg.head:
+            raise PeerError("bad_request", "fresh needs the worktree's head commit")
+        stale = self._stale_bases([p for p in paths if p.is_literal], msg.head)
+        if not stale:
+            verdict, reason = "allow", "fresh: the integration branch changed none of these paths since this base"
+        else:
+            verdict, reason = ("block" if self._stale_blocks() else "warn"), "; ".join(_stale_reasons(stale))
+        self._reply(peer, m.Decision(req=msg.req, verdict=verdict, reason=reason, paths=[p.text for p in paths], stale=stale))
+
     def _on_bye(self, peer, msg: m.Bye, now: float) -> None:
         agent = self._session(msg.session, now)
         self._end(agent, lifecycle.LEFT, msg.reason or "bye", now)
@@ -930,6 +942,7 @@ class Core:
         m.Release: _on_release,
         m.Intent: _on_intent,
         m.Status: _on_status,
+        m.Fresh: _on_fresh,
         m.Bye: _on_bye,
         m.Shutdown: _on_shutdown,
         m.Abandon: _on_abandon,

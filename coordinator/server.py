@@ -52,6 +52,7 @@ from protocol.messages import (
     HARD_FRAME_LIMIT,
     Bye,
     Error,
+    Fresh,
     Heartbeat,
     JobQuery,
     Release,
@@ -550,6 +551,6 @@ def _storage_cause(exc: Exception) -> str:
 
 
 # Requests still served while the ledger cannot be written: they record nothing.
-_WHILE_UNWRITABLE = (Status, JobQuery, Heartbeat)
+_WHILE_UNWRITABLE = (Status, JobQuery, Heartbeat, Fresh)
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}

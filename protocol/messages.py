@@ -126,6 +126,15 @@ class Status(Request, frozen=True, kw_only=True, tag="status"):
     pass
 
 
+class Fresh(Request, frozen=True, kw_only=True, tag="fresh"):
+    """Anyone (no session): are these paths fresh in a worktree at ``head``, or did the
+    integration branch change them in a commit ``head`` lacks (a stale base)?  The git
+    guard asks it for a person's commit; an agent's intent carries its head instead."""
+
+    paths: list[str]
+    head: str
+
+
 class Bye(Request, frozen=True, kw_only=True, tag="bye"):
     """End the session cleanly: its claims are free at once."""
 
@@ -374,7 +383,7 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error

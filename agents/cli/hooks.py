@@ -205,6 +205,18 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
         with open_oneshot(agent, endpoint=endpoint) as session:
             decision = session.intent(files)
         return decision.verdict == "block", decision.reason
+    # A person: the fresh-base gate on this worktree's HEAD (the coordinator's index of the
+    # integration branch decides, as for an agent's intent), then others' live claims and
+    # merge holds.
+    from protocol.gitrefs import read_head
+
+    head = read_head(discovery.locate().worktree)
+    if head is not None:
+        fresh = ask(endpoint, m.Fresh(paths=files, head=head))
+        if fresh.verdict == "block":
+            return True, fresh.reason
+        if fresh.verdict == "warn":
+            click.echo(f"lockstep guard: warning: {fresh.reason}", err=True)
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
     held = [
@@ -212,6 +224,12 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
         for path in files
         for c in state.claims
         if c.holder in live and overlaps(Pattern.parse(c.pattern), Pattern.parse(path))
+    ]
+    held += [
+        f"{path} (in {h.holder}'s merge hold: {h.reason})"
+        for path in files
+        for h in state.merge_holds
+        if overlaps(Pattern.parse(h.path), Pattern.parse(path))
     ]
     return bool(held), ("held by live agents: " + ", ".join(held) if held else "no live agent holds these files")
 

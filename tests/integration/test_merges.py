@@ -133,3 +133,58 @@ def test_an_operator_abandons_a_branch_or_forces_a_path(repo, coordinator):
     assert abandoned.rc == 0 and abandoned.json["released"] == ["src/app.py"]
     assert not _merge_holds(repo)
     assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+
+
+def test_the_guard_refuses_a_persons_stale_base_commit_and_accepts_it_after_merging_main(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.other).rc == 0
+    commit = _change_on_main(repo)
+    (repo.other / "src" / "app.py").write_text("a person's change\n")
+    _git(repo.other, "add", "src/app.py")
+    refused = _git(repo.other, "commit", "-qm", "a person's change")  # no LOCKSTEP_AGENT: a person
+    assert refused.returncode != 0
+    assert f"stale base: src/app.py changed on main in {commit[:10]}" in refused.stderr and "git merge main" in refused.stderr
+    # what the guard says under --json
+    checked = cli("guard", "pre-commit", "--json", cwd=repo.other)
+    assert checked.rc == 1 and checked.json["allowed"] is False and checked.json["agent"] is None
+    _git(repo.other, "reset", "-q", "--hard")
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+    (repo.other / "src" / "app.py").write_text("a person's change, on a fresh base\n")
+    _git(repo.other, "add", "src/app.py")
+    done = _git(repo.other, "commit", "-qm", "a person's change")
+    assert done.returncode == 0, done.stderr
+
+
+def test_warn_mode_lets_a_persons_stale_base_commit_through_with_a_warning(repo, coordinator):
+    coordinator(*FAST, "--fresh-base", "warn")
+    assert cli("guard", "install", cwd=repo.other).rc == 0
+    _change_on_main(repo)
+    (repo.other / "src" / "app.py").write_text("a person's change\n")
+    _git(repo.other, "add", "src/app.py")
+    done = _git(repo.other, "commit", "-qm", "a person's change")
+    assert done.returncode == 0 and "warning: stale base: src/app.py" in done.stderr
+
+
+def test_the_guard_refuses_a_persons_commit_and_push_of_a_path_in_anothers_merge_hold(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    assert cli("intent", "src/app.py", "--agent", "bob", cwd=repo.other).rc == 0
+    _commit_in(repo.other, "bob's change\n", "bob's change")
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    assert "src/app.py" in _merge_holds(repo)
+    # a commit made before the hold existed (so pre-commit never saw it), pushed now
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    _git(repo.root, "remote", "add", "origin", str(remote))
+    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    _git(repo.root, "checkout", "-q", "-b", "person")
+    (repo.root / "src" / "app.py").write_text("a person's change\n")
+    assert _git(repo.root, "commit", "-qam", "a person's change").returncode == 0
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    pushed = _git(repo.root, "push", "-q", "origin", "person")
+    assert pushed.returncode != 0
+    assert "src/app.py" in pushed.stderr and "bob's merge hold" in pushed.stderr
+    # and a new commit of it
+    (repo.root / "src" / "app.py").write_text("more\n")
+    _git(repo.root, "add", "src/app.py")
+    committed = _git(repo.root, "commit", "-qm", "more")
+    assert committed.returncode != 0 and "bob's merge hold" in committed.stderr
