@@ -10,12 +10,15 @@ baseline from the same run.
    shell) reads it from scratch once (the baseline: what reading the history costs),
    then follows one new commit touching 1 file, and one touching every file.  Target:
    following a 1-file commit costs under 10 % of the from-scratch read.
-2. **Intent latency with 10k files changed on main.**  A real ``lockstep serve``; an
-   agent in a worktree asks ``intent`` (one-shot client, one connection, HEAD read from
-   ``.git``'s files) for a file, then releases it, ``--samples`` times.  Case A (the
-   baseline): main changed nothing since the agent's base.  Case B: main then changes
-   every one of ``--files`` files in one commit and the agent merges it (so its intents
-   are allowed, and every one is judged against a 10k-path index and a known lag).
+2. **Intent latency with 10k files changed on main.**  Two real ``lockstep serve``, each
+   on its own repository of ``--files`` files; in each an agent in a worktree asks
+   ``intent`` (one-shot client, one connection, HEAD read from ``.git``'s files) for a
+   file, then releases it (untimed).  Case A (the baseline): main changed nothing since
+   the agent's base.  Case B: main changed every one of the files in one commit and the
+   agent merged it (so its intents are allowed, and every one is judged against a
+   10k-path index and a known lag).  The samples alternate A, B, B, A, ... so that load
+   from elsewhere on the machine falls on both alike (measured one after the other, a
+   busy spell during one case reads as that case's tail).
    Target (as bench_coordinator figure 4): p50 and p99 ratios B/A <= 1.5.
 """
 
@@ -106,21 +109,27 @@ async def figure_index(main: Path, files: int) -> dict:
             "commits": stats.commits_read}
 
 
-def intent_latency(agent_tree: Path, samples: int) -> list[float]:
+def intent_latencies(agent_trees: list[Path], samples: int, files: int) -> list[list[float]]:
+    """Per tree, ``samples`` intent round trips, alternating between the trees."""
+    from contextlib import ExitStack
+
     from agents.oneshot import open_oneshot
 
-    out = []
-    with open_oneshot("bencher", cwd=agent_tree, on_notice=lambda text: None) as session:
+    out: list[list[float]] = [[] for _ in agent_trees]
+    with ExitStack() as stack:
+        sessions = [stack.enter_context(open_oneshot("bencher", cwd=tree, on_notice=lambda text: None)) for tree in agent_trees]
         for n in range(samples + 50):
-            path = f"src/d{n % 100:02d}/f{(n * 37) % 10000:05d}.py"
-            t = perf()
-            decision = session.intent([path])
-            elapsed = perf() - t
-            if decision.verdict != "allow":
-                raise SystemExit(f"unexpected verdict: {decision.verdict}: {decision.reason}")
-            session.release([path])
-            if n >= 50:  # warm-up
-                out.append(elapsed)
+            path = f"src/d{n % 100:02d}/f{(n * 37) % files:05d}.py"
+            order = range(len(sessions)) if n % 2 == 0 else reversed(range(len(sessions)))
+            for k in order:
+                t = perf()
+                decision = sessions[k].intent([path])
+                elapsed = perf() - t
+                if decision.verdict != "allow":
+                    raise SystemExit(f"unexpected verdict: {decision.verdict}: {decision.reason}")
+                sessions[k].release([path])
+                if n >= 50:  # warm-up
+                    out[k].append(elapsed)
     return out
 
 
@@ -168,19 +177,25 @@ def main() -> None:
         print(f"   follow a {args.files}-file commit:              {fig['every'] * 1000:8.1f} ms")
         print(f"   refs unchanged (stat only):              {fig['unchanged'] * 1e6:8.1f} us")
 
-        main_tree = make_repo(base / "latency", args.files, 0)
-        agent = base / "latency" / "agent"
-        git(main_tree, "worktree", "add", "-q", "-b", "agent", str(agent))
-        proc = serve(main_tree)
+        trees = []
+        for case in ("unchanged", "changed"):
+            main_tree = make_repo(base / case, args.files, 0)
+            agent = base / case / "agent"
+            git(main_tree, "worktree", "add", "-q", "-b", "agent", str(agent))
+            if case == "changed":
+                write_all(main_tree, args.files, "changed on main")
+                git(main_tree, "commit", "-q", "-am", "every file changed on main")
+                git(agent, "merge", "-q", "main")
+            trees.append((main_tree, agent))
+        procs = []
         try:
-            a = intent_latency(agent, args.samples)
-            write_all(main_tree, args.files, "changed on main")
-            git(main_tree, "commit", "-q", "-am", "every file changed on main")
-            git(agent, "merge", "-q", "main")
-            b = intent_latency(agent, args.samples)
+            for main_tree, _ in trees:
+                procs.append((main_tree, serve(main_tree)))
+            a, b = intent_latencies([agent for _, agent in trees], args.samples, args.files)
         finally:
-            stop(main_tree, proc)
-        print(f"\n2. intent latency, {args.samples} samples each (allowed intents; each released untimed)")
+            for main_tree, proc in procs:
+                stop(main_tree, proc)
+        print(f"\n2. intent latency, {args.samples} samples each, alternating (allowed intents; each released untimed)")
         rows = []
         for label, q in (("p50", 0.5), ("p99", 0.99)):
             ra, rb = pct(a, q) * 1000, pct(b, q) * 1000
