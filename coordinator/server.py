@@ -43,7 +43,7 @@ import trio
 import zmq
 
 from ledger import Ledger, LedgerError
-from ledger.records import ClaimReleased
+from ledger.records import ClaimReleased, LedgerCompacted
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
@@ -51,6 +51,8 @@ from protocol.errors import PeerError, UsageError
 from protocol.messages import (
     HARD_FRAME_LIMIT,
     Bye,
+    Compact,
+    Compacted,
     Error,
     Fresh,
     Heartbeat,
@@ -131,6 +133,7 @@ class Server:
             self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
+        self._compacting = trio.Lock()  # one compaction at a time
         self._storage_error: str | None = None  # why the ledger cannot be written, while it cannot
         self._storage_since = 0.0
         self._recovering = False
@@ -353,6 +356,12 @@ class Server:
                         if isinstance(message, JobQuery):  # read-only: the job runner knows
                             effects += self._jobs.answer(peer, message)
                             continue
+                        if isinstance(message, Compact):  # off the request loop, in slices
+                            if not message.keep >= 0:
+                                effects += core.reject(peer, PeerError("bad_request", f"keep must be >= 0 seconds, not {message.keep}"), message.req)
+                            else:
+                                self._nursery.start_soon(self._compact, peer, message)
+                            continue
                         effects += core.receive(peer, message, now)
                         only_heartbeats &= isinstance(message, Heartbeat)
                     except Exception:  # a bug on one message: answer that peer, keep serving
@@ -479,6 +488,35 @@ class Server:
                     self._nursery.start_soon(self._check_uncommitted, effect)
                 case StopServing(reason=reason):
                     self.stop(reason)
+
+    async def _compact(self, peer: bytes, message: Compact) -> None:
+        """Snapshot first (in the turn: registry == ledger up to ``upto``), then remove
+        what it covers and is older than ``keep``, one short slice at a time in a thread,
+        so requests and appends go on between slices; then say so in the ledger."""
+        async with self._compacting:
+            async with self._turn:
+                await self._save_snapshot()
+                upto = self._snapshot_at
+            before = time.time() - message.keep
+            removed = 0
+            try:
+                slices = self.ledger.compact(upto, before)
+                while (count := await trio.to_thread.run_sync(next, slices, 0)) > 0:
+                    removed += count
+                    await trio.sleep(0)  # the loop's turn between slices
+                stats = self.ledger.statistics()
+                kept = await trio.to_thread.run_sync(self.ledger.count)
+            except (LedgerError, sqlite3.Error) as exc:
+                self._router.send_multipart_nowait([peer, encode(Error(req=message.req, code="unavailable", message=f"compaction stopped: {exc}"))])
+                return
+            if removed:
+                log.info("ledger compacted: %d events removed (covered by the snapshot at %d)", removed, upto)
+                await self.apply(lambda now: self.core.note(LedgerCompacted(removed=removed, upto=upto, before=round(before, 3)), now))
+            reply = Compacted(
+                req=message.req, removed=removed, upto=upto, kept=kept,
+                db_size_bytes=stats.db_size_bytes, wal_size_bytes=stats.wal_size_bytes,
+            )
+            self._router.send_multipart_nowait([peer, encode(reply)])
 
     async def _check_uncommitted(self, check: CheckUncommitted) -> None:
         """An ended session's worktree, read off the request loop (git status)."""

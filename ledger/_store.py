@@ -47,7 +47,13 @@ from ._errors import (
     LedgerMissing,
     LedgerVersionError,
 )
-from ._schema import SCHEMA_VERSION, check_version, migrate, user_version
+from ._schema import (
+    APPEND_ONLY_MESSAGE,
+    SCHEMA_VERSION,
+    check_version,
+    migrate,
+    user_version,
+)
 from .records import Record, decode, encode_data
 
 __all__ = [
@@ -71,6 +77,23 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _COLUMNS = "id, ts, epoch, kind, agent, session, token, data"
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM events"
+COMPACT_SLICE = 5000  # events removed per write transaction by ``Ledger.compact``
+_COMPACT_SLICE = """
+DELETE FROM events WHERE id IN (
+  SELECT id FROM events
+  WHERE id < :upto AND id < (SELECT max(id) FROM events) AND ts < :before
+    AND kind NOT LIKE 'plan.%'
+    AND NOT (kind = 'job.started' AND json_extract(data, '$.kind') = 'plan')
+    AND id NOT IN (
+      SELECT max(id) FROM events
+      WHERE kind = 'probe.result' AND json_extract(data, '$.kind') = 'build'
+      GROUP BY json_extract(data, '$.target'))
+  ORDER BY id LIMIT :rows)
+"""
+_NO_DELETE_TRIGGER = (
+    f"CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
+    f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
+)
 
 
 class Event(msgspec.Struct, frozen=True):
@@ -293,6 +316,11 @@ class LedgerReader:
                 f"SELECT {_COLUMNS} FROM events ORDER BY id DESC LIMIT ?", (n,)
             ).fetchall()
         return [_event(row) for row in reversed(rows)]
+
+    def count(self) -> int:
+        """How many events the ledger holds."""
+        with self._locked() as conn:
+            return conn.execute("SELECT count(*) FROM events").fetchone()[0]
 
     def last_id(self) -> int:
         """Id of the newest event, 0 if there is none."""
@@ -518,6 +546,29 @@ class Ledger(LedgerReader):
                 "(SELECT upto FROM snapshots ORDER BY upto DESC LIMIT ?)",
                 (KEEP_SNAPSHOTS,),
             )
+
+    def compact(self, upto: int, before: float, *, slice_rows: int = COMPACT_SLICE) -> Iterator[int]:
+        """Remove events a snapshot at ``upto`` covers and older than ``before`` (a
+        wall-clock time), in slices of ``slice_rows`` (one short write transaction each,
+        so appends from other threads wait at most one slice); yields each slice's count.
+
+        Kept whatever their age: events after ``upto`` (replay reads them), the newest
+        event (ids are handed out from ``max(id)``: they must never go back), every plan
+        event and plan ``job.started`` (unfinished plans resume from them), and the newest
+        ``build`` probe result per target (the next build compares with its hash).  The
+        caller must hold a snapshot at ``upto`` that restores everything else."""
+        if type(upto) is not int or upto < 0:
+            raise InvalidRecord(f"upto must be a non-negative int, not {upto!r}")
+        while True:
+            with self._write(False) as conn:
+                conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
+                try:
+                    removed = conn.execute(_COMPACT_SLICE, {"upto": upto, "before": before, "rows": slice_rows}).rowcount
+                finally:
+                    conn.execute(_NO_DELETE_TRIGGER)
+            if removed <= 0:
+                return
+            yield removed
 
     def set_meta(self, key: str, value: str, *, durable: bool = False) -> None:
         if type(key) is not str or type(value) is not str:

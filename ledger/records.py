@@ -79,6 +79,17 @@ class CoordinatorStopped(Record, frozen=True, kw_only=True):
     reason: str = ""
 
 
+class LedgerCompacted(Record, frozen=True, kw_only=True):
+    """Old events a registry snapshot covers were removed (``lockstep ledger compact``)."""
+
+    KIND: ClassVar[str] = "ledger.compacted"
+
+    removed: int
+    upto: int  # the snapshot that covers them
+    before: float  # removed events were older than this wall-clock time
+    by: str = ""
+
+
 class CoordinatorPaused(Record, frozen=True, kw_only=True):
     """The event loop stood still for ``gap`` seconds: every lease is extended by it."""
 
@@ -437,7 +448,7 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
 
 
 CATALOGUE: tuple[type[Record], ...] = (
-    CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, TokensReserved,
+    CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, LedgerCompacted, TokensReserved,
     AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, MergeHeld, MergeFreed,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,

@@ -179,6 +179,13 @@ class Done(Request, frozen=True, kw_only=True, tag="done"):
     session: str
 
 
+class Compact(Request, frozen=True, kw_only=True, tag="compact"):
+    """Operator: drop ledger events older than ``keep`` seconds that a fresh registry
+    snapshot covers (the coordinator snapshots first, then removes in slices)."""
+
+    keep: float
+
+
 class JobQuery(Request, frozen=True, kw_only=True, tag="job"):
     job: str
 
@@ -361,6 +368,14 @@ class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
     message: str = ""
 
 
+class Compacted(Reply, frozen=True, kw_only=True, tag="compacted"):
+    removed: int  # events removed
+    upto: int  # the snapshot they were covered by
+    kept: int  # events left in the ledger
+    db_size_bytes: int = 0
+    wal_size_bytes: int = 0
+
+
 class Error(Reply, frozen=True, kw_only=True, tag="error"):
     code: str
     message: str
@@ -383,9 +398,9 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun | Fresh
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
-    | Accepted | Gate | JobReply
+    | Accepted | Gate | JobReply | Compacted
 )

@@ -13,7 +13,10 @@ from protocol import discovery
 from protocol import messages as m
 
 from .base import (
+    EXIT_USAGE,
+    Failure,
     _out,
+    _seconds,
     ask,
     endpoint_option,
     handle_errors,
@@ -246,3 +249,45 @@ def _recent_events(place, count: int = 500) -> list:
             return reader.tail(count)
     except LedgerError:
         return []
+
+
+COMPACT_TIMEOUT_S = 600.0  # a big ledger takes a while; the coordinator serves meanwhile
+
+
+def _keep_seconds(text: str) -> float:
+    """--keep: 30d, 12h, 90m, or any --ttl-style duration."""
+    if text.endswith("d") and text[:-1].replace(".", "", 1).isdigit():
+        return float(text[:-1]) * 86400
+    return _seconds(text, "--keep")
+
+
+@ledger.command("compact")
+@click.option("--keep", default="30d", show_default=True, metavar="AGE", help="Keep events younger than this (30d, 12h, 0 for none).")
+@endpoint_option
+@json_option
+@handle_errors
+def ledger_compact(keep, endpoint, as_json):
+    """Remove old events from the ledger, through the running coordinator: it saves a
+    registry snapshot first, then removes events that snapshot covers and that are older
+    than --keep, in short slices while it keeps serving. Sessions, claims, merge holds,
+    gate state and the token counter stay exactly as they were, across restarts too;
+    unfinished plans and the newest build hash per target are kept. Freed space is
+    reused by later events (the file does not shrink).
+
+    \b
+    Examples:
+      lockstep ledger compact
+      lockstep ledger compact --keep 7d --json
+    """
+    from agents.oneshot import open_connection, resolve_endpoint
+
+    seconds = _keep_seconds(keep)
+    if not seconds >= 0:
+        raise Failure("bad_request", f"--keep {keep}: must be 0 or more", EXIT_USAGE)
+    with open_connection(resolve_endpoint(discovery.locate(), endpoint)) as conn:
+        reply = conn.request(m.Compact(keep=seconds), timeout=COMPACT_TIMEOUT_S)
+    payload = {
+        "removed": reply.removed, "kept": reply.kept, "upto": reply.upto,
+        "db_size_bytes": reply.db_size_bytes, "wal_size_bytes": reply.wal_size_bytes,
+    }
+    _out(as_json, payload, f"removed {reply.removed} events (covered by the snapshot at event {reply.upto}); {reply.kept} kept")

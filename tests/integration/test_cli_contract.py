@@ -144,6 +144,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         assert intent["verdict"] == "allow" and not protocol_fields(intent)  # item 13: MCP intent had both
         run("lockstep run", "--agent", "runner", "--json", "--", str(repo.root / "no-such-command"), rc=127)
         run("lockstep ledger tail", "--json")
+        run("lockstep ledger compact", "--keep", "0", "--json")
         run("lockstep report", "--html", str(tmp_path / "report.html"), "--json")
         run("lockstep stop", "--json")
     finally:

@@ -69,6 +69,7 @@ SAMPLES: list[rec.Record] = [
     rec.CoordinatorStarted(epoch=3, mode="parallel-block", pid=9, endpoints=["ipc://x"], live_agents=1, claims=2),
     rec.CoordinatorStopped(reason="signal SIGTERM"),
     rec.CoordinatorPaused(gap=1.5),
+    rec.LedgerCompacted(removed=120, upto=300, before=1_700_000_000.0),
     rec.TokensReserved(upto=1000),
     rec.AgentJoined(agent="a", session="3.1", kind="run", worktree="/w", host="h", pid=5, pid_started=1.25, ttl=None, notice="old session expired"),
     rec.AgentWatched(agent="a", session="3.1", pid=5, pid_started=None),

@@ -1,0 +1,47 @@
+"""Ledger.compact: what a snapshot covers and is old goes, in slices; the rest stays."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from ledger import Ledger
+from ledger import records as rec
+
+
+def _kinds(path) -> list[tuple[int, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT id, kind FROM events ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def test_compact_removes_covered_old_events_in_slices_and_keeps_what_readers_need(tmp_path):
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.append([rec.JobStarted(job="1.1", kind="plan")], epoch=1)
+        for i in range(25):
+            led.append([rec.ClaimRefused(agent="a", patterns=[f"x{i}"], reason="held")], epoch=1)
+        for target, digest in (("dist", "old"), ("dist", "new"), ("web", "only")):
+            led.append([rec.ProbeResult(job="1.2", name="b", kind="build", target=target, verdict="pass", details={"hash": digest})], epoch=1)
+        upto = led.last_id()
+        led.append([rec.Notice(message="after the snapshot")], epoch=1)
+        slices = list(led.compact(upto, time.time() + 1, slice_rows=10))
+        assert slices == [10, 10, 6]
+        kept = [kind for _, kind in _kinds(path)]
+        assert kept == ["job.started", "probe.result", "probe.result", "notice"]  # the plan, dist's newest hash, web's
+        with pytest.raises(Exception):  # append-only again
+            led._conn.execute("DELETE FROM events")
+        assert led.append([rec.Notice(message="next")], epoch=1) == [upto + 2]  # ids never go back
+
+
+def test_compact_keeps_young_events_and_the_newest(tmp_path):
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.append([rec.Notice(message=str(i)) for i in range(5)], epoch=1)
+        assert list(led.compact(led.last_id(), time.time() - 3600)) == []  # all younger than an hour
+        assert sum(led.compact(led.last_id(), time.time() + 1)) == 4  # the newest always stays
+        assert [i for i, _ in _kinds(path)] == [5]
