@@ -93,6 +93,7 @@ QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gat
 CHECKPOINT_INTERVAL = 2.0
 STORAGE_RETRY_FIRST = 0.25  # seconds before the first retry of an unwritable ledger
 STORAGE_RETRY_MAX = 5.0
+COMPACT_PAUSE = 0.005  # seconds between compaction slices
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
 
 
@@ -503,7 +504,7 @@ class Server:
                 slices = self.ledger.compact(upto, before)
                 while (count := await trio.to_thread.run_sync(next, slices, 0)) > 0:
                     removed += count
-                    await trio.sleep(0)  # the loop's turn between slices
+                    await trio.sleep(COMPACT_PAUSE)  # requests and their appends go first between slices
                 stats = self.ledger.statistics()
                 kept = await trio.to_thread.run_sync(self.ledger.count)
             except (LedgerError, sqlite3.Error) as exc:

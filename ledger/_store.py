@@ -77,7 +77,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _COLUMNS = "id, ts, epoch, kind, agent, session, token, data"
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM events"
-COMPACT_SLICE = 5000  # events removed per write transaction by ``Ledger.compact``
+COMPACT_SLICE = 500  # events removed per write transaction by ``Ledger.compact`` (a few ms each)
 _COMPACT_SLICE = """
 DELETE FROM events WHERE id IN (
   SELECT id FROM events
