@@ -47,6 +47,7 @@ from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+_BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` accepts as a branch name
 TOKEN_RESERVATION = 1000  # tokens reserved per durable commit
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
@@ -546,6 +547,54 @@ class Core:
             self._free_merge_holds(done, f"merged into {done[0].target}")
         return self._flush()
 
+    # ================================================================ landings
+
+    def _on_land(self, peer, msg: m.Land, now: float) -> None:
+        """Queue a branch for landing on the integration branch (landing.py runs it)."""
+        index = self.integration
+        if index is None:
+            raise PeerError("bad_request", "this coordinator does not serve a git repository: there is nothing to land on")
+        branch = msg.branch if msg.branch.startswith("refs/") else f"refs/heads/{msg.branch}"
+        if not branch.startswith("refs/heads/") or not _BRANCH.fullmatch(branch[len("refs/heads/") :]) or ".." in branch:
+            raise PeerError("bad_request", f"{msg.branch!r} is not a branch name")
+        if branch == index.branch:
+            raise PeerError("bad_request", f"{index.short_name} is the integration branch itself: land another branch onto it")
+        if not is_commit_id(msg.head):
+            raise PeerError("bad_request", f"head {msg.head!r} is not a commit id")
+        agent = None if msg.session is None else self._session(msg.session, now)
+        job = self.gates._open_job("land", agent, msg, cwd=msg.cwd)
+        record = rec.LandQueued(
+            agent=agent.name if agent else None, session=agent.session if agent else None, job=job, branch=branch,
+            target=index.short_name, head=msg.head, cwd=msg.cwd,
+        )
+        self._record(record)
+        self._publish(record.KIND, record.agent, rec.data_of(record))
+        self._reply(peer, m.Accepted(req=msg.req, job=job, kind="land"))
+
+    def land_finished(self, record: rec.LandLanded | rec.LandRefused, gate: m.Gate, now: float) -> list[Effect]:
+        """A landing was decided.  Landed: the agent's claims on the files it changed
+        are released and the merge holds of its branch on them freed, at once (the
+        refs were read first, so nothing released looks unmerged).  Refused: the agent
+        keeps everything; the verdict says what to fix."""
+        self._advance(now)
+        self._record(record)
+        self._publish(record.KIND, record.agent, rec.data_of(record))
+        if isinstance(record, rec.LandLanded) and record.changed:
+            reason = f"landed on {record.target} in {record.commit[:10]}"
+            changed = set(record.changed)
+            landed = set(record.commits)
+            if record.agent:
+                entries = [e for e in self.registry.entries_of(record.agent) if e.pattern.is_literal and e.pattern.text in changed]
+                self._release(entries, rec.ClaimReleased, reason, hold_for=0.0)
+            holds = [
+                h for h in self.registry.merge_holds_by_path.values()
+                if h.branch == record.branch and (h.path.text in changed or set(h.commits) <= landed)
+            ]
+            if holds:
+                self._free_merge_holds(holds, reason)
+        self.gates.job_finished(record.job, "land", gate)
+        return self._flush()
+
     # ================================================================ handlers
 
     def _on_hello(self, peer, msg: m.Hello, now: float) -> None:
@@ -950,6 +999,7 @@ class Core:
         m.Verify: lambda core, peer, msg, now: core.gates.on_verify(peer, msg, now),
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
+        m.Land: _on_land,
     }
 
 
@@ -979,7 +1029,7 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 
 # Requests whose retry must not act twice (a second grant, a second job).
-_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun})
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.Land})
 
 
 def check_agent_name(name: str) -> None:

@@ -129,6 +129,23 @@ class JobRunner:
             del self._jobs[oldest]
         nursery.start_soon(self._run, view, effect.request, name=f"job {effect.job}")
 
+    def register(self, job: str, kind: str, agent: str | None) -> JobView:
+        """A job run by someone else (a landing): its results stream into the view, so
+        ``job`` queries and ``status`` see it like any other."""
+        view = self._jobs[job] = JobView(job, kind, agent)
+        return view
+
+    async def land_specs(self, view: JobView, worktree: Path, venv: str = "") -> list[ProbeSpec]:
+        """The repository's checks as ``worktree`` (a landing's merged tree) defines
+        them, minus autofix ones: a landing verifies what it lands, it never rewrites it."""
+        specs = [s for s in await self._specs(view, m.Verify(cwd=str(worktree), venv=venv)) if not s.autofix]
+        view.total = len(specs)
+        return specs
+
+    async def run_land_checks(self, view: JobView, specs: list[ProbeSpec]) -> list[ProbeResult]:
+        results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+        return [self._annotated(view, r) for r in results]
+
     def answer(self, peer: Any, query: m.JobQuery) -> list[Effect]:
         view = self._jobs.get(query.job)
         if view is None:

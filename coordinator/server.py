@@ -57,6 +57,7 @@ from protocol.messages import (
     Fresh,
     Heartbeat,
     JobQuery,
+    LandQuery,
     Release,
     Status,
     StatusReply,
@@ -79,6 +80,7 @@ from .effects import (
 from .fairqueue import FairQueue
 from .gitrefs import RefWatcher
 from .jobs import JobRunner
+from .landing import LandQueue
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
 from .settings import Settings
@@ -168,6 +170,7 @@ class Server:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
                 self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree, self.place.state_dir)
+                self._landings = LandQueue(self.core, self.apply, self._jobs, self.refs, self.place.state_dir)
                 if self.refs is not None:
                     # Read the integration branch before leases start: on a long history
                     # this takes a while, and nobody's lease should run meanwhile.
@@ -199,6 +202,9 @@ class Server:
                 resumed = await self._jobs.resume_plans(nursery, self.ledger)
                 if resumed:
                     log.info("resumed %d unfinished plan(s) from the ledger", resumed)
+                requeued = await self._landings.resume(nursery, self.ledger)
+                if requeued:
+                    log.info("resumed the merge queue: %d landing(s) queued again", requeued)
                 for probe in self._jobs.config.scheduled_probes():
                     nursery.start_soon(self._jobs.run_scheduled, probe)
                 if self.refs is not None:
@@ -363,6 +369,9 @@ class Server:
                             else:
                                 self._nursery.start_soon(self._compact, peer, message)
                             continue
+                        if isinstance(message, LandQuery):  # read-only: the merge queue knows
+                            effects += self._landings.answer(peer, message)
+                            continue
                         effects += core.receive(peer, message, now)
                         only_heartbeats &= isinstance(message, Heartbeat)
                     except Exception:  # a bug on one message: answer that peer, keep serving
@@ -479,6 +488,8 @@ class Server:
                 case Publish(kind=kind, message=message):
                     self._pub.send_multipart_nowait([kind.encode(), encode(message)])
                     self._jobs.observe(self._nursery, message)
+                case StartJob(kind="land"):
+                    self._landings.enqueue(self._nursery, effect)
                 case StartJob():
                     self._jobs.start(self._nursery, effect)
                 case WatchPid(session=session, pid=pid, pid_started=started):
@@ -590,6 +601,6 @@ def _storage_cause(exc: Exception) -> str:
 
 
 # Requests still served while the ledger cannot be written: they record nothing.
-_WHILE_UNWRITABLE = (Status, JobQuery, Heartbeat, Fresh)
+_WHILE_UNWRITABLE = (Status, JobQuery, LandQuery, Heartbeat, Fresh)
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}

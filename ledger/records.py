@@ -251,6 +251,80 @@ class MergeFreed(Record, frozen=True, kw_only=True):
     by: str | UnsetType = UNSET
 
 
+# ---------------------------------------------------------------- landings (the merge queue)
+
+
+class _Land(Record, frozen=True, kw_only=True):
+    job: str
+    branch: str  # refs/heads/NAME being landed
+    target: str = "main"  # the integration branch's short name
+
+
+class LandQueued(_Land, frozen=True, kw_only=True):
+    """A branch joined the merge queue at commit ``head`` (a restart resumes it)."""
+
+    KIND: ClassVar[str] = "land.queued"
+
+    head: str
+    cwd: str = ""
+
+
+class LandPreflight(_Land, frozen=True, kw_only=True):
+    """Its turn came: merged in memory (``git merge-tree``) onto ``base``."""
+
+    KIND: ClassVar[str] = "land.preflight"
+
+    base: str
+    attempt: int = 1
+
+
+class LandVerifying(_Land, frozen=True, kw_only=True):
+    """It merged cleanly: the checks run on the merged commit ``candidate``."""
+
+    KIND: ClassVar[str] = "land.verifying"
+
+    base: str
+    candidate: str
+    checks: list[str] = []
+
+
+class LandRequeued(_Land, frozen=True, kw_only=True):
+    """The integration branch moved under the landing (a lost compare-and-swap): it
+    goes round again from the pre-flight, still first in the queue."""
+
+    KIND: ClassVar[str] = "land.requeued"
+
+    reason: str
+    attempt: int = 1
+
+
+class LandLanded(_Land, frozen=True, kw_only=True):
+    """The integration branch moved from ``base`` to ``commit``."""
+
+    KIND: ClassVar[str] = "land.landed"
+
+    commit: str
+    base: str
+    changed: list[str] = []  # files the landing changed on the integration branch
+    commits: list[str] = []  # the branch's commits that reached it (newest first, bounded)
+    waited: float = 0.0
+    took: float = 0.0
+
+
+class LandRefused(_Land, frozen=True, kw_only=True):
+    """The landing was refused; the integration branch did not move."""
+
+    KIND: ClassVar[str] = "land.refused"
+
+    verdict: str  # "conflict" | "failed" | "stale" | "blocked"
+    reason: str
+    base: str = ""
+    conflicts: list[dict[str, Any]] = []  # files, hunks, the integration commits met
+    failed: list[str] = []  # the failing checks
+    waited: float = 0.0
+    took: float = 0.0
+
+
 # ---------------------------------------------------------------- jobs, verify, done
 
 
@@ -258,7 +332,7 @@ class JobStarted(Record, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "job.started"
 
     job: str
-    kind: str  # "check" | "verify" | "plan"
+    kind: str  # "check" | "verify" | "plan" | "land"
     probe: ProbeRequest | UnsetType = UNSET  # a check's probe
     source: str | UnsetType = UNSET  # a plan's file
     cwd: str = ""
@@ -451,6 +525,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, LedgerCompacted, TokensReserved,
     AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, MergeHeld, MergeFreed,
+    LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,
     RuleDecided, RuleResponse, Notice, TaskQueued,

@@ -197,6 +197,21 @@ class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):
     session: str | None = None
 
 
+class Land(Request, frozen=True, kw_only=True, tag="land"):
+    """Queue ``branch`` (at commit ``head``) for landing on the integration branch:
+    merged without conflicts, verified on the merged tree, then the branch moves."""
+
+    branch: str  # refs/heads/NAME (or NAME)
+    head: str  # the branch's commit when asked: if it moves while queued, the landing is stale
+    session: str | None = None
+    cwd: str = ""
+    venv: str = ""  # VIRTUAL_ENV of the shell that asked: the checks use it, as for verify
+
+
+class LandQuery(Request, frozen=True, kw_only=True, tag="land_query"):
+    job: str
+
+
 # ---------------------------------------------------------------------------- replies
 
 
@@ -364,6 +379,46 @@ class JobReply(Reply, frozen=True, kw_only=True, tag="job_reply"):
     gate: Gate | None = None
 
 
+class LandCommit(msgspec.Struct, frozen=True, kw_only=True):
+    """An integration-branch commit a landing conflicts with."""
+
+    commit: str
+    author: str = ""
+    subject: str = ""
+    agent: str | None = None  # the agent whose landing brought it, when known
+
+
+class LandConflict(msgspec.Struct, frozen=True, kw_only=True):
+    """One conflicting file of a landing: its hunks and the commits it meets."""
+
+    path: str
+    kind: str = "content"  # what git says: content, add/add, modify/delete, ...
+    hunks: list[dict[str, Any]] = []  # {"line": N, "ours": [...], "theirs": [...]}
+    commits: list[LandCommit] = []
+
+
+class Landing(Reply, frozen=True, kw_only=True, tag="landing"):
+    """Where a landing stands, and its verdict once decided."""
+
+    job: str
+    agent: str | None = None
+    branch: str = ""
+    target: str = ""
+    head: str = ""
+    stage: Literal["queued", "preflight", "verifying", "landing", "finished"] = "queued"
+    position: int = 0  # landings ahead of it in the queue (0: it is the one running)
+    verdict: Literal["", "landed", "conflict", "failed", "stale", "blocked"] = ""
+    reason: str = ""
+    commit: str = ""  # the new integration commit (landed)
+    base: str = ""  # the integration commit it was merged onto
+    changed: list[str] = []  # the files the landing changes on the integration branch
+    conflicts: list[LandConflict] = []
+    results: list[dict[str, Any]] = []  # the checks run on the merged tree, failures first
+    attempts: int = 0  # merges tried (a lost compare-and-swap tries again)
+    waited: float = 0.0  # seconds queued behind other landings
+    took: float = 0.0  # seconds from queued to verdict
+
+
 class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
     message: str = ""
 
@@ -398,9 +453,9 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
-    | Accepted | Gate | JobReply | Compacted
+    | Accepted | Gate | JobReply | Compacted | Landing
 )

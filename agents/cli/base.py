@@ -55,6 +55,7 @@ VERB_MODULES: dict[str, str] = {
     "verify": "checks",
     "done": "checks",
     "plan": "checks",
+    "land": "land",
     "hook": "hooks",
     "guard": "hooks",
     "mcp": "hooks",

@@ -89,6 +89,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
     (repo.root / "HANDOFF.md").write_text("# handoff\n")
     digest = hashlib.sha256((repo.root / "src" / "app.py").read_bytes()).hexdigest()
     ran: dict[str, list] = {}
+    import subprocess
 
     def run(verb: str, *args: str, rc: int | None = 0, stdin: str | None = None, cwd: Path = repo.root, timeout: float = 60):
         import subprocess
@@ -123,6 +124,11 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         assert done["subject"] == "done" and "type" not in done and "req" not in done  # item 13
         run("lockstep release", "src/app.py", "--agent", "alice", "--json")
         run("lockstep abandon", "no-such-branch", "--reason", "contract test", "--json", rc=2)
+        (repo.other / "src" / "landed.py").write_text("x = 1\n")
+        subprocess.run(["git", "add", "src/landed.py"], cwd=repo.other, check=True)
+        subprocess.run(["git", "commit", "-qm", "landed"], cwd=repo.other, check=True)
+        landing = run("lockstep land", "--agent", "bob", "--json", cwd=repo.other, rc=1)[0]  # the branch has no [checks]
+        assert landing["verdict"] == "failed" and "no verify checks" in landing["reason"]
         run("lockstep plan run", "PLAN.toml", "--json")
         run("lockstep plan status", "--json")
         run("lockstep guard install", "--json")

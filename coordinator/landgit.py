@@ -1,0 +1,228 @@
+"""The git side of landing: merge in memory, read conflicts, verify in a scratch
+worktree, move the integration branch by compare-and-swap.
+
+Every call runs git as a child process through ``trio.run_process``: the coordinator's
+trio loop never waits on git.  Nothing here touches an agent's worktree; the only
+worktrees written are the coordinator's scratch worktree (under its state directory)
+and, when the integration branch is checked out somewhere, that checkout — moved from
+the old commit to the new one with ``git read-tree -m -u`` (git's own two-tree
+fast-forward, which refuses rather than overwrite a local change).
+
+The parsers are pure functions (``parse_merge_tree``, ``conflict_hunks``), tested on
+their own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from protocol.gitrefs import is_commit_id
+
+COMMITS_PER_CONFLICT = 5  # integration commits named per conflicting file
+HUNKS_PER_FILE = 10  # conflict hunks shown per file
+HUNK_LINES = 20  # lines kept of each side of a hunk
+LANDED_COMMITS_KEPT = 500  # a landing's commits recorded (for naming the agent of a later conflict)
+
+
+class GitFailed(Exception):
+    """git said no in a way that is not a verdict (a missing object, a broken repo)."""
+
+
+@dataclass
+class MergeResult:
+    tree: str
+    clean: bool
+    conflicts: dict[str, str] = field(default_factory=dict)  # path -> kind (content, add/add, ...)
+
+
+def parse_merge_tree(out: bytes) -> MergeResult:
+    """``git merge-tree --write-tree --name-only -z`` output: the tree, the conflicted
+    paths, then informational messages (``N\\0path...\\0type\\0message\\0``)."""
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    tree = fields[0]
+    paths: list[str] = []
+    i = 1
+    while i < len(fields) and fields[i]:
+        paths.append(fields[i])
+        i += 1
+    kinds: dict[str, str] = {}
+    i += 1  # the empty field between the two sections
+    while i < len(fields):
+        try:
+            count = int(fields[i])
+        except ValueError:
+            break
+        named = fields[i + 1 : i + 1 + count]
+        kind = fields[i + 1 + count] if i + 1 + count < len(fields) else ""
+        i += count + 3
+        if kind.startswith("CONFLICT ("):
+            for path in named:
+                kinds.setdefault(path, kind[len("CONFLICT (") :].rstrip(")"))
+    conflicts = {path: _kind_name(kinds.get(path, "content")) for path in dict.fromkeys(paths)}
+    return MergeResult(tree=tree, clean=not conflicts, conflicts=conflicts)
+
+
+def _kind_name(kind: str) -> str:
+    return "content" if kind == "contents" else kind
+
+
+def conflict_hunks(text: str) -> list[dict]:
+    """The conflict hunks of a file git wrote with markers: where each starts (1-based
+    line of the ``<<<<<<<`` marker), the integration branch's lines (``ours``) and the
+    landing branch's (``theirs``), each bounded."""
+    ours, theirs = "ours", "theirs"
+    hunks: list[dict] = []
+    side = None
+    hunk: dict = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if side is None and line.startswith("<<<<<<< "):
+            side, hunk = "ours", {"line": number, ours: [], theirs: []}
+        elif side == "ours" and line.startswith("|||||||"):
+            side = "base"
+        elif side in ("ours", "base") and line == "=======":
+            side = "theirs"
+        elif side == "theirs" and line.startswith(">>>>>>> "):
+            hunks.append(hunk)
+            side = None
+            if len(hunks) >= HUNKS_PER_FILE:
+                break
+        elif side == "ours":
+            _keep(hunk[ours], line)
+        elif side == "theirs":
+            _keep(hunk[theirs], line)
+    return hunks
+
+
+def _keep(lines: list[str], line: str) -> None:
+    if len(lines) < HUNK_LINES:
+        lines.append(line)
+    elif len(lines) == HUNK_LINES:
+        lines.append("…")
+
+
+class Git:
+    """git in one repository (its common dir), as child processes."""
+
+    def __init__(self, common: str | os.PathLike) -> None:
+        self.common = Path(common)
+
+    async def run(self, *args: str, cwd: Path | None = None, check: bool = True, env: dict | None = None) -> trio.CompletedProcess:
+        argv = ["git", "-c", "core.quotePath=false", *args] if cwd is not None else ["git", f"--git-dir={self.common}", "-c", "core.quotePath=false", *args]
+        child_env = None
+        if env:
+            child_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in env}
+            child_env.update(env)
+        elif cwd is not None:  # a worktree's git must find the worktree from its cwd
+            child_env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+        done = await trio.run_process(argv, cwd=cwd, capture_stdout=True, capture_stderr=True, check=False, env=child_env)
+        if check and done.returncode != 0:
+            raise GitFailed(f"git {' '.join(args[:3])}: {done.stderr.decode(errors='replace').strip() or f'exit {done.returncode}'}")
+        return done
+
+    async def resolve(self, ref: str) -> str | None:
+        out = await self.run("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+        text = out.stdout.decode().strip()
+        return text if out.returncode == 0 and is_commit_id(text) else None
+
+    async def is_ancestor(self, older: str, newer: str) -> bool:
+        return (await self.run("merge-base", "--is-ancestor", older, newer, check=False)).returncode == 0
+
+    async def merge_tree(self, ours: str, theirs: str) -> MergeResult:
+        out = await self.run("merge-tree", "--write-tree", "--name-only", "-z", "--messages", ours, theirs, check=False)
+        if out.returncode not in (0, 1):
+            raise GitFailed(f"git merge-tree: {out.stderr.decode(errors='replace').strip()}")
+        result = parse_merge_tree(out.stdout)
+        if out.returncode == 1 and result.clean:  # conflicts git did not list by path
+            result.clean = False
+        return result
+
+    async def hunks(self, tree: str, path: str) -> list[dict]:
+        out = await self.run("cat-file", "blob", f"{tree}:{path}", check=False)
+        if out.returncode != 0:
+            return []  # deleted on one side: no markers to show
+        return conflict_hunks(out.stdout.decode("utf-8", "replace"))
+
+    async def commits_touching(self, since: str, until: str, paths: list[str]) -> dict[str, list[tuple[str, str, str]]]:
+        """Per path, the commits of ``since..until`` that changed it (newest first):
+        (commit, author, subject)."""
+        out = await self.run("log", "--no-renames", "--name-only", "-z", "--format=%x1e%H%x1f%an%x1f%s", f"{since}..{until}", "--", *paths, check=False)
+        found: dict[str, list[tuple[str, str, str]]] = {}
+        wanted = set(paths)
+        for chunk in out.stdout.decode("utf-8", "surrogateescape").split("\x1e"):
+            if not chunk:
+                continue
+            header, _, rest = chunk.partition("\0")
+            commit, author, subject = (header.split("\x1f") + ["", ""])[:3]
+            for path in rest.lstrip("\n").split("\0"):
+                if path in wanted and len(found.setdefault(path, [])) < COMMITS_PER_CONFLICT:
+                    found[path].append((commit, author, subject))
+        return found
+
+    async def merge_base(self, a: str, b: str) -> str | None:
+        out = await self.run("merge-base", a, b, check=False)
+        text = out.stdout.decode().strip()
+        return text if out.returncode == 0 and is_commit_id(text) else None
+
+    async def changed(self, old: str, new: str) -> list[str]:
+        out = await self.run("diff", "--no-renames", "--name-only", "-z", old, new)
+        return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+    async def commits_between(self, old: str, new: str) -> list[str]:
+        out = await self.run("rev-list", f"--max-count={LANDED_COMMITS_KEPT}", f"{old}..{new}", check=False)
+        return out.stdout.decode().split()
+
+    async def commit_merge(self, tree: str, ours: str, theirs: str, message: str, agent: str) -> str:
+        identity = {
+            "GIT_AUTHOR_NAME": agent, "GIT_AUTHOR_EMAIL": f"{agent}@lockstep.invalid",
+            "GIT_COMMITTER_NAME": "lockstep", "GIT_COMMITTER_EMAIL": "lockstep@lockstep.invalid",
+        }
+        out = await self.run("commit-tree", tree, "-p", ours, "-p", theirs, "-m", message, env=identity)
+        return out.stdout.decode().strip()
+
+    async def compare_and_swap(self, ref: str, new: str, old: str, reason: str) -> bool:
+        """Move ``ref`` to ``new`` only if it still is ``old``."""
+        out = await self.run("update-ref", "-m", reason, ref, new, old, check=False)
+        return out.returncode == 0
+
+    # ------------------------------------------------------------ worktrees
+
+    async def checkout_scratch(self, path: Path, commit: str) -> None:
+        """The coordinator's own worktree at ``path``, detached at ``commit``, with
+        nothing else in it (made on first use; a half-made one is made again)."""
+        if not (path / ".git").exists():
+            await self.run("worktree", "prune", check=False)
+            if path.exists():
+                await trio.to_thread.run_sync(_remove_tree, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            await self.run("worktree", "add", "--force", "--detach", str(path), commit)
+            return
+        await self.run("checkout", "-q", "-f", "--detach", commit, cwd=path)
+        await self.run("clean", "-q", "-ffdx", cwd=path)
+
+    async def checked_out(self, worktree: Path) -> str | None:
+        """What a worktree's HEAD is (for the checkout of the integration branch)."""
+        out = await self.run("rev-parse", "--verify", "-q", "HEAD", cwd=worktree, check=False)
+        return out.stdout.decode().strip() or None
+
+    async def local_changes(self, worktree: Path) -> list[str]:
+        """Tracked files that differ from the worktree's HEAD (staged or not)."""
+        await self.run("update-index", "-q", "--refresh", cwd=worktree, check=False)
+        out = await self.run("status", "--porcelain", "-z", "--untracked-files=no", cwd=worktree, check=False)
+        return [entry[3:] for entry in out.stdout.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3]
+
+    async def move_checkout(self, worktree: Path, old: str, new: str) -> str | None:
+        """Bring a clean checkout from ``old`` to ``new``; None, or why it could not."""
+        out = await self.run("read-tree", "-m", "-u", old, new, cwd=worktree, check=False)
+        if out.returncode != 0:
+            return out.stderr.decode(errors="replace").strip() or f"git read-tree exit {out.returncode}"
+        return None
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,407 @@
+"""The merge queue: branches land on the integration branch one at a time, in order,
+and only as a commit that merged cleanly and passed the checks.
+
+Theory
+------
+The rule ("not rocket science"): the integration branch only ever moves to a commit
+that merged without conflicts and whose merged tree passed the repository's checks.
+Per integration branch one landing runs at a time, first in, first out:
+
+1. **Pre-flight.** Is the branch still at the commit it was queued at (else ``stale``)?
+   Merge it onto the integration tip in memory (``git merge-tree --write-tree``: no
+   working tree is touched).  Conflicts refuse it (``conflict``), naming each file's
+   hunks and the integration commits that changed the file since the branch forked,
+   with the agents whose landings brought them.
+2. **Verify.** The merged commit is checked out in the coordinator's own scratch
+   worktree (under its state directory, never an agent's) and the repository's
+   ``[checks]`` (as the merged tree defines them; autofix checks excluded: a landing
+   never rewrites what it verifies) run in the probe pool.  A failure refuses it
+   (``failed``, failing checks first).
+3. **Move.** ``git update-ref REF NEW OLD``: the branch moves only if it is still where
+   the pre-flight found it.  A human who pushed meanwhile is never overwritten: the
+   landing goes round again from the pre-flight, still first in the queue.  If the
+   integration branch is checked out in a worktree, that checkout moves with it when
+   clean (``git read-tree -m -u OLD NEW``); with local changes the landing is refused
+   (``blocked``) before anything moves.
+
+Every stage is a ledger record (``land.queued``, ``land.preflight``,
+``land.verifying``, ``land.requeued``, ``land.landed`` / ``land.refused``) and a
+publication; a coordinator restarted mid-queue reads the landings queued and not
+decided, and runs them again in their order (a landing whose branch already reached the
+integration branch is recognised as landed).  On ``land.landed`` the core frees the
+agent's claims and merge holds on the files the landing changed (core.land_finished).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from ledger import Ledger
+from ledger import records as rec
+from probes.config import ConfigError
+from probes.model import ProbeError, ProbeResult
+from protocol import messages as m
+from protocol.errors import PeerError, UsageError
+
+from .effects import Effect, Send, StartJob
+from .landgit import LANDED_COMMITS_KEPT, Git, GitFailed
+
+if TYPE_CHECKING:
+    from .core import Core
+    from .gitrefs import RefWatcher
+    from .jobs import Apply, JobRunner
+
+log = logging.getLogger("lockstep")
+
+MAX_ATTEMPTS = 5  # lost compare-and-swaps before a landing is refused (someone pushes non-stop)
+KEEP_DECIDED = 500  # decided landings kept for queries
+MEMORY_OF_AUTHORS = 20_000  # integration commits whose landing agent is remembered
+
+
+@dataclass
+class Entry:
+    job: str
+    agent: str | None
+    session: str | None
+    branch: str  # refs/heads/NAME
+    head: str
+    target: str  # refs/heads/NAME of the integration branch
+    cwd: str = ""
+    venv: str = ""
+    queued_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    landing: m.Landing | None = None
+    view: Any = None  # the JobView its check results stream into
+
+    @property
+    def short_branch(self) -> str:
+        return self.branch.removeprefix("refs/heads/")
+
+    @property
+    def short_target(self) -> str:
+        return self.target.removeprefix("refs/heads/")
+
+
+class Refusal(Exception):
+    """A landing's verdict other than ``landed``."""
+
+    def __init__(self, verdict: str, reason: str, **details: Any) -> None:
+        super().__init__(reason)
+        self.verdict, self.reason, self.details = verdict, reason, details
+
+
+class LandQueue:
+    def __init__(
+        self, core: Core, apply: Apply, runner: JobRunner, refs: RefWatcher | None, state_dir: Path
+    ) -> None:
+        self._core = core
+        self._apply = apply
+        self._runner = runner
+        self._refs = refs
+        self._git = Git(refs.common) if refs is not None else None
+        self._scratch_root = state_dir / "land"
+        self._queues: dict[str, list[Entry]] = {}  # target -> its FIFO (the first one runs)
+        self._wake: dict[str, trio.Event] = {}
+        self._entries: OrderedDict[str, Entry] = OrderedDict()  # job -> entry, queued and decided
+        self._agent_of: OrderedDict[str, str] = OrderedDict()  # integration commit -> agent that landed it
+        self._nursery: trio.Nursery | None = None
+
+    # ------------------------------------------------------------------ entry points
+
+    def enqueue(self, nursery: trio.Nursery, effect: StartJob) -> None:
+        request: m.Land = effect.request
+        index = self._core.integration
+        entry = Entry(
+            job=effect.job, agent=effect.agent, session=getattr(request, "session", None), branch=_ref(request.branch),
+            head=request.head, target=index.branch if index else "refs/heads/main", cwd=request.cwd, venv=request.venv,
+        )
+        self._add(nursery, entry)
+
+    def _add(self, nursery: trio.Nursery, entry: Entry) -> None:
+        self._nursery = nursery
+        entry.landing = m.Landing(
+            job=entry.job, agent=entry.agent, branch=entry.short_branch, target=entry.short_target, head=entry.head,
+        )
+        entry.view = self._runner.register(entry.job, "land", entry.agent)
+        self._entries[entry.job] = entry
+        queue = self._queues.get(entry.target)
+        if queue is None:
+            queue = self._queues[entry.target] = []
+            self._wake[entry.target] = trio.Event()
+            nursery.start_soon(self._worker, entry.target, name=f"land queue {entry.short_target}")
+        queue.append(entry)
+        self._wake[entry.target].set()
+
+    def answer(self, peer: Any, query: m.LandQuery) -> list[Effect]:
+        entry = self._entries.get(query.job)
+        if entry is None:
+            return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no landing {query.job!r} (decided long ago, or never queued)"))]
+        return [Send(peer, msgspec.structs.replace(self.describe(entry), req=query.req))]
+
+    def describe(self, entry: Entry) -> m.Landing:
+        landing = entry.landing
+        if landing.stage != "finished":
+            queue = self._queues.get(entry.target, [])
+            position = queue.index(entry) if entry in queue else 0
+            now = time.monotonic()
+            waited = (entry.started_at or now) - entry.queued_at
+            results = list(entry.view.results) if entry.view is not None else []
+            landing = msgspec.structs.replace(landing, position=position, waited=round(waited, 3), took=round(now - entry.queued_at, 3), results=results)
+        return landing
+
+    def queued(self) -> list[m.Landing]:
+        """Every landing not yet decided, in queue order (for ``status`` and ``top``)."""
+        return [self.describe(e) for queue in self._queues.values() for e in queue]
+
+    async def resume(self, nursery: trio.Nursery, ledger: Ledger) -> int:
+        """Landings the ledger shows queued and not decided: queue them again, in order;
+        and which agent landed which integration commits (to name them in conflicts)."""
+
+        def read() -> tuple[list[dict], list[tuple[str, list[str]]]]:
+            open_: dict[str, dict] = {}
+            landed: list[tuple[str, list[str]]] = []
+            for event in ledger.events(kinds=["land.queued", "land.landed", "land.refused"]):
+                job = event.data.get("job")
+                if event.kind == "land.queued":
+                    open_[job] = {**event.data, "agent": event.agent, "session": event.session}
+                else:
+                    open_.pop(job, None)
+                    if event.kind == "land.landed" and event.agent:
+                        landed.append((event.agent, [event.data.get("commit", ""), *event.data.get("commits", [])]))
+            return list(open_.values()), landed
+
+        pending, landed = await trio.to_thread.run_sync(read)
+        for agent, commits in landed:
+            self._remember(agent, commits)
+        index = self._core.integration
+        for data in pending:
+            target = index.branch if index else "refs/heads/main"
+            entry = Entry(
+                job=data["job"], agent=data.get("agent"), session=data.get("session"), branch=_ref(data["branch"]),
+                head=data["head"], target=target, cwd=data.get("cwd", ""),
+            )
+            self._add(nursery, entry)
+        return len(pending)
+
+    # ------------------------------------------------------------------ the queue
+
+    async def _worker(self, target: str) -> None:
+        queue = self._queues[target]
+        while True:
+            if not queue:
+                self._wake[target] = trio.Event()
+                await self._wake[target].wait()
+                continue
+            entry = queue[0]
+            try:
+                await self._run(entry)
+            finally:
+                queue.pop(0)
+                self._forget_old()
+
+    async def _run(self, entry: Entry) -> None:
+        entry.started_at = time.monotonic()
+        try:
+            record, results = await self._land(entry)
+        except Refusal as refusal:
+            record, results = self._refused(entry, refusal), refusal.details.get("results", [])
+        except (GitFailed, ProbeError, PeerError, UsageError, OSError) as exc:
+            record, results = self._refused(entry, Refusal("blocked", f"could not land: {getattr(exc, 'message', None) or exc}")), []
+        except Exception as exc:  # a bug in one landing must not stop the queue
+            log.exception("landing %s crashed", entry.job)
+            record, results = self._refused(entry, Refusal("blocked", f"internal error landing it: {exc!r} (see coordinator.log)")), []
+        landed = isinstance(record, rec.LandLanded)
+        entry.landing = msgspec.structs.replace(
+            self.describe(entry), stage="finished", verdict="landed" if landed else record.verdict, reason=self._reason(record),
+            commit=record.commit if landed else "", base=record.base, changed=record.changed if landed else [],
+            conflicts=[msgspec.convert(c, m.LandConflict) for c in getattr(record, "conflicts", [])],
+            results=results, waited=record.waited, took=record.took,
+        )
+        if landed:
+            self._remember(entry.agent or "", [record.commit, *record.commits])
+        gate = m.Gate(subject="land", verdict="pass" if landed else "fail", reason=entry.landing.reason, job=entry.job, agent=entry.agent, results=results)
+        entry.view.gate = gate
+        await self._apply(lambda now: self._core.land_finished(record, gate, now))
+
+    def _refused(self, entry: Entry, refusal: Refusal) -> rec.LandRefused:
+        now = time.monotonic()
+        return rec.LandRefused(
+            agent=entry.agent, session=entry.session, job=entry.job, branch=entry.branch, target=entry.short_target,
+            verdict=refusal.verdict, reason=refusal.reason, base=refusal.details.get("base", ""),
+            conflicts=refusal.details.get("conflicts", []), failed=refusal.details.get("failed", []),
+            waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
+        )
+
+    @staticmethod
+    def _reason(record: rec.LandLanded | rec.LandRefused) -> str:
+        if isinstance(record, rec.LandRefused):
+            return record.reason
+        n = len(record.changed)
+        return f"{record.branch.removeprefix('refs/heads/')} landed on {record.target} as {record.commit[:10]} ({n} file{'s' if n != 1 else ''} changed)"
+
+    async def _note(self, record: rec.Record) -> None:
+        await self._apply(lambda now: self._core.note(record, now))
+
+    def _stage(self, entry: Entry, stage: str, **fields: Any) -> None:
+        entry.landing = msgspec.structs.replace(entry.landing, stage=stage, **fields)
+
+    async def _land(self, entry: Entry) -> tuple[rec.LandLanded, list[dict]]:
+        git = self._git
+        if git is None:
+            raise Refusal("blocked", "the coordinator does not serve a git repository")
+        common = dict(agent=entry.agent, session=entry.session, job=entry.job, branch=entry.branch, target=entry.short_target)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            self._stage(entry, "preflight", attempts=attempt)
+            now_head = await git.resolve(entry.branch)
+            if now_head != entry.head:
+                moved = f"moved to {now_head[:10]}" if now_head else "was deleted"
+                raise Refusal("stale", f"{entry.short_branch} {moved} after it was queued at {entry.head[:10]}: land it again")
+            base = await git.resolve(entry.target)
+            if base is None:
+                raise Refusal("blocked", f"the integration branch {entry.short_target} does not exist")
+            await self._note(rec.LandPreflight(**common, base=base, attempt=attempt))
+            self._stage(entry, "preflight", base=base)
+            if await git.is_ancestor(entry.head, base):  # already there (e.g. landed before a restart)
+                return self._landed(entry, common, base, base, [], []), []
+            checkout = self._checkout_of(entry.target)
+            await self._refuse_dirty(checkout, entry)
+            candidate = await self._merged(entry, base)
+            results = await self._verify(entry, common, base, candidate)
+            await self._refuse_dirty(checkout, entry)
+            self._stage(entry, "landing")
+            if not await git.compare_and_swap(entry.target, candidate, base, f"lockstep land {entry.short_branch} (job {entry.job})"):
+                reason = f"{entry.short_target} moved during the landing (no longer at {base[:10]}): merging again"
+                await self._note(rec.LandRequeued(**common, reason=reason, attempt=attempt))
+                continue
+            if checkout is not None:
+                why = await git.move_checkout(checkout, base, candidate)
+                if why is not None:  # someone edited it since the check: put the branch back
+                    await git.compare_and_swap(entry.target, base, candidate, "lockstep land: undone, the checkout could not follow")
+                    raise Refusal("blocked", f"{entry.short_target} is checked out in {checkout}, which could not move with it ({why}); {entry.short_target} was left at {base[:10]}", base=base)
+            changed = await git.changed(base, candidate)
+            commits = await git.commits_between(base, candidate)
+            if self._refs is not None:
+                await self._refs.sync()  # the core frees claims: released paths must not look unmerged
+            return self._landed(entry, common, base, candidate, changed, commits), results
+        raise Refusal("blocked", f"{entry.short_target} moved under the landing {MAX_ATTEMPTS} times in a row: land it again when it is quieter")
+
+    def _landed(self, entry: Entry, common: dict, base: str, commit: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
+        now = time.monotonic()
+        return rec.LandLanded(
+            **common, commit=commit, base=base, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
+            waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
+        )
+
+    def _checkout_of(self, target: str) -> Path | None:
+        """The worktree that has the integration branch checked out, if any."""
+        index = self._core.integration
+        if index is None:
+            return None
+        for top, branch in index.worktree_branch.items():
+            if branch == target:
+                return Path(top)
+        return None
+
+    async def _refuse_dirty(self, checkout: Path | None, entry: Entry) -> None:
+        if checkout is None:
+            return
+        changed = await self._git.local_changes(checkout)
+        if changed:
+            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+            raise Refusal(
+                "blocked",
+                f"{entry.short_target} is checked out in {checkout} with local changes ({shown}); it cannot move "
+                f"without leaving files that disagree with it: commit or discard them there, then land again",
+            )
+
+    async def _merged(self, entry: Entry, base: str) -> str:
+        """The commit to verify and land: always a merge commit (first parent: the
+        integration tip), even where a fast-forward would do, so the integration
+        branch's first-parent history is exactly the commits it was verified at — the
+        branch's own intermediate commits (a broken one, then its fix) never become
+        integration commits."""
+        git = self._git
+        merged = await git.merge_tree(base, entry.head)
+        if not merged.clean:
+            conflicts = await self._conflicts(entry, base, merged)
+            names = ", ".join(c["path"] for c in conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
+            who = sorted({c.get("agent") or c.get("author") or "?" for conflict in conflicts for c in conflict["commits"]} - {entry.agent})
+            raise Refusal(
+                "conflict",
+                f"{entry.short_branch} conflicts with {entry.short_target} in {names}"
+                + (f" (changed there by {', '.join(who)})" if who else "")
+                + f": run `git merge {entry.short_target}` in your worktree, resolve, commit, and land again",
+                base=base, conflicts=conflicts,
+            )
+        message = f"Land {entry.short_branch}" + (f" ({entry.agent})" if entry.agent else "") + f"\n\nlockstep land, job {entry.job}\n"
+        return await git.commit_merge(merged.tree, base, entry.head, message, entry.agent or "lockstep")
+
+    async def _conflicts(self, entry: Entry, base: str, merged) -> list[dict]:
+        git = self._git
+        paths = list(merged.conflicts)
+        fork = await git.merge_base(base, entry.head)
+        touching = await git.commits_touching(fork, base, paths) if fork else {}
+        conflicts = []
+        for path in paths:
+            commits = [
+                {"commit": c, "author": author, "subject": subject, "agent": self._agent_of.get(c)}
+                for c, author, subject in touching.get(path, [])
+            ]
+            conflicts.append({"path": path, "kind": merged.conflicts[path], "hunks": await git.hunks(merged.tree, path), "commits": commits})
+        return conflicts
+
+    async def _verify(self, entry: Entry, common: dict, base: str, candidate: str) -> list[dict]:
+        scratch = self._scratch_root / entry.short_target.replace("/", "_")
+        await self._git.checkout_scratch(scratch, candidate)
+        entry.view.results.clear()
+        try:
+            specs = await self._runner.land_specs(entry.view, scratch, entry.venv)
+        except (ProbeError, ConfigError) as exc:  # no checks, a broken lockstep.toml: nothing verified, nothing lands
+            raise Refusal("failed", f"{exc.message} (in {entry.short_branch} merged onto {entry.short_target})", base=base) from None
+        await self._note(rec.LandVerifying(**common, base=base, candidate=candidate, checks=[s.name for s in specs]))
+        self._stage(entry, "verifying")
+        results: list[ProbeResult] = await self._runner.run_land_checks(entry.view, specs)
+        data = [msgspec.to_builtins(r) for r in results]
+        failed = [r for r in data if r.get("verdict") != "pass"]
+        if failed:
+            ordered = failed + [r for r in data if r.get("verdict") == "pass"]
+            names = ", ".join(f"{r['name']} ({r.get('finding') or r.get('reason')})" for r in failed)
+            raise Refusal(
+                "failed",
+                f"{len(failed)} of {len(data)} checks failed on {entry.short_branch} merged onto {entry.short_target} ({base[:10]}): {names}; "
+                "fix them on your branch (merge the integration branch first to reproduce) and land again",
+                base=base, results=ordered, failed=[r["name"] for r in failed],
+            )
+        return data
+
+    # ------------------------------------------------------------------ memory
+
+    def _remember(self, agent: str, commits: list[str]) -> None:
+        if not agent:
+            return
+        for commit in commits:
+            if commit:
+                self._agent_of[commit] = agent
+        while len(self._agent_of) > MEMORY_OF_AUTHORS:
+            self._agent_of.popitem(last=False)
+
+    def _forget_old(self) -> None:
+        while len(self._entries) > KEEP_DECIDED:
+            oldest = next(iter(self._entries.values()))
+            if oldest.landing is None or oldest.landing.stage != "finished":
+                break
+            del self._entries[oldest.job]
+
+
+def _ref(name: str) -> str:
+    return name if name.startswith("refs/") else f"refs/heads/{name}"
+
+

@@ -1,0 +1,307 @@
+"""`lockstep land` and the merge queue, with real worktrees, a real pytest check suite
+and a real coordinator: the integration branch only moves to a merged, verified commit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import (
+    LOCKSTEP,
+    Repo,
+    cli,
+    end_process,
+    env_for,
+    make_repo,
+    status,
+    wait_until,
+)
+
+FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
+CALC = "def add(a, b):\n    return a + b\n"
+TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
+# A check that waits for a file (the test's way to hold a landing in its verify stage).
+GATE = (
+    "import pathlib, sys, time\n"
+    "go = pathlib.Path(sys.argv[1])\n"
+    "deadline = time.monotonic() + 120\n"
+    "while not go.exists() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+    "sys.exit(0 if go.exists() else 1)\n"
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, (args, done.stderr)
+    return done.stdout.strip()
+
+
+def land_repo(tmp_path: Path, gate: Path | None = None) -> Repo:
+    """main with a tiny library, its pytest suite and [checks]; worktrees wt-bob and
+    wt-alice on their own branches, both at main."""
+    repo = make_repo(tmp_path / "repo")
+    (repo.root / "calc.py").write_text(CALC)
+    (repo.root / "tests").mkdir()
+    (repo.root / "tests" / "test_calc.py").write_text(TEST)
+    checks = f'[checks.test]\ncmd = "{sys.executable} -m pytest -q -p no:cacheprovider tests"\n'
+    if gate is not None:
+        (repo.root / "gate.py").write_text(GATE)
+        checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
+    (repo.root / "lockstep.toml").write_text(checks)
+    git(repo.root, "add", ".")
+    git(repo.root, "commit", "-qm", "a library and its tests")
+    git(repo.other, "merge", "-q", "main")
+    git(repo.root, "worktree", "add", "-q", str(repo.root.parent / "wt-alice"))
+    return repo
+
+
+def alice(repo: Repo) -> Path:
+    return repo.root.parent / "wt-alice"
+
+
+def commit(worktree: Path, path: str, text: str, message: str) -> str:
+    (worktree / path).parent.mkdir(parents=True, exist_ok=True)
+    (worktree / path).write_text(text)
+    git(worktree, "add", path)
+    git(worktree, "commit", "-qm", message)
+    return git(worktree, "rev-parse", "HEAD")
+
+
+def main_tip(repo: Repo) -> str:
+    return git(repo.root, "rev-parse", "refs/heads/main")
+
+
+def land(worktree: Path, agent: str, *extra: str):
+    return cli("land", "--agent", agent, "--json", *extra, cwd=worktree, timeout=180)
+
+
+def start_land(worktree: Path, agent: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*LOCKSTEP, "land", "--agent", agent, "--json"], cwd=worktree, env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 180) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert out.strip(), (proc.returncode, err)
+    return {"rc": proc.returncode, **json.loads(out)}
+
+
+def land_events(repo: Repo) -> list[dict]:
+    tail = cli("ledger", "tail", "-n", "500", "--kind", "land.*", "--json", cwd=repo.root)
+    assert tail.rc == 0, tail
+    return [json.loads(line) for line in tail.out.splitlines()]
+
+
+def kinds_of(repo: Repo, job: str) -> list[str]:
+    return [e["kind"] for e in land_events(repo) if e["data"].get("job") == job]
+
+
+@pytest.fixture
+def lrepo(tmp_path):
+    return land_repo(tmp_path)
+
+
+def test_a_clean_landing_moves_main_and_its_checkout_and_frees_the_changed_files(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    assert cli("intent", "calc.py", "notes.txt", "--agent", "bob", cwd=repo.other).rc == 0
+    head = commit(repo.other, "calc.py", CALC + "\n\ndef sub(a, b):\n    return a - b\n", "sub")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 0, result
+    landing = result.json
+    assert landing["verdict"] == "landed" and landing["stage"] == "finished"
+    tip = main_tip(repo)
+    assert landing["commit"] == tip and landing["base"] == before and landing["changed"] == ["calc.py"]
+    # always a merge commit: main's first-parent history is the commits it was verified at
+    assert git(repo.root, "rev-parse", f"{tip}^1", f"{tip}^2").split() == [before, head]
+    assert [r["name"] for r in landing["results"]] == ["test"] and landing["results"][0]["verdict"] == "pass"
+    assert "def sub" in (repo.root / "calc.py").read_text()  # the main worktree moved with main
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
+    claims = {c["pattern"]: c["holder"] for c in status(repo)["claims"]}
+    assert "calc.py" not in claims and claims.get("notes.txt") == "bob"  # only the landed file is freed
+    assert kinds_of(repo, landing["job"]) == ["land.queued", "land.preflight", "land.verifying", "land.landed"]
+    text = cli("land", "--agent", "bob", cwd=repo.other, timeout=60)  # nothing new: already there
+    assert text.rc == 0 and text.out.startswith("landed: ")
+
+
+def test_landing_a_merge_frees_the_merge_holds_of_the_branch_at_once(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    commit(repo.root, "README.md", "main moved on\n", "readme")  # not a fast-forward any more
+    assert cli("intent", "calc.py", "--agent", "bob", cwd=repo.other).rc == 0
+    commit(repo.other, "calc.py", CALC + "# bob\n", "bob's change")
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    wait_until(lambda: any(h["path"] == "calc.py" for h in status(repo)["merge_holds"]), what="bob's merge hold")
+    result = land(repo.other, "bob")
+    assert result.rc == 0, result
+    tip = main_tip(repo)
+    assert result.json["commit"] == tip and git(repo.root, "rev-parse", f"{tip}^2") == git(repo.other, "rev-parse", "HEAD")
+    assert git(repo.root, "log", "-1", "--format=%an %s", tip) == "bob Land wt-bob (bob)"
+    assert not status(repo)["merge_holds"]  # freed by the landing, in the same turn
+    tail = cli("ledger", "tail", "-n", "50", "--kind", "merge.freed", "--json", cwd=repo.root).out
+    freed = [json.loads(line) for line in tail.splitlines()]
+    assert freed and freed[-1]["data"]["reason"].startswith("landed on main")
+
+
+def test_a_conflicting_landing_is_refused_with_the_hunks_and_the_other_agent(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    theirs = commit(alice(repo), "calc.py", "def add(a, b):\n    return b + a\n", "commutative")
+    assert land(alice(repo), "alice").rc == 0
+    commit(repo.other, "calc.py", "def add(a, b):\n    return a+b  # bob\n", "bob's style")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1, result
+    landing = result.json
+    assert landing["verdict"] == "conflict" and main_tip(repo) == before  # untouched
+    assert "alice" in landing["reason"] and "git merge main" in landing["reason"]
+    (conflict,) = landing["conflicts"]
+    assert conflict["path"] == "calc.py" and conflict["kind"] == "content"
+    assert conflict["hunks"] == [{"line": 2, "ours": ["    return b + a"], "theirs": ["    return a+b  # bob"]}]
+    assert conflict["commits"][0] == {"commit": theirs, "author": "t", "subject": "commutative", "agent": "alice"}
+    assert kinds_of(repo, landing["job"])[-1] == "land.refused"
+    text = cli("land", "--agent", "bob", cwd=repo.other, timeout=60)
+    assert text.rc == 1 and text.out.startswith("conflict: ") and "main|     return b + a" in text.err
+
+
+def test_a_landing_that_fails_its_checks_on_the_merged_tree_is_refused(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    assert cli("intent", "calc.py", "--agent", "bob", cwd=repo.other).rc == 0
+    commit(repo.other, "calc.py", "def add(a, b):\n    return a - b\n", "broken")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1, result
+    landing = result.json
+    assert landing["verdict"] == "failed" and main_tip(repo) == before
+    assert landing["results"][0]["name"] == "test" and landing["results"][0]["verdict"] != "pass"
+    assert "assert" in landing["results"][0]["output"] and "test (" in landing["reason"]
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}.get("calc.py") == "bob"  # keeps its claim
+
+
+def test_the_branch_moving_while_queued_makes_the_landing_stale(tmp_path, coordinator_in):
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go)
+    coordinator_in(repo, *FAST)
+    commit(alice(repo), "a.txt", "a\n", "alice's file")
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    first = start_land(alice(repo), "alice")
+    try:
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="alice verifying")
+        second = start_land(repo.other, "bob")
+        wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="bob queued")
+        commit(repo.other, "b.txt", "b2\n", "bob again")  # moves while queued
+        go.write_text("go")
+        assert finish(first)["verdict"] == "landed"
+        stale = finish(second)
+        assert stale["rc"] == 1 and stale["verdict"] == "stale" and "land it again" in stale["reason"]
+    finally:
+        go.write_text("go")
+        for proc in (first, locals().get("second")):
+            if proc is not None:
+                end_process(proc)
+
+
+def test_two_agents_landing_at_once_are_serialized(tmp_path, coordinator_in):
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go)
+    coordinator_in(repo, *FAST)
+    commit(alice(repo), "a.txt", "a\n", "alice's file")
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    procs = [start_land(alice(repo), "alice")]
+    try:
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="alice verifying")
+        procs.append(start_land(repo.other, "bob"))
+        wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="bob queued")
+        go.write_text("go")
+        first, second = finish(procs[0]), finish(procs[1])
+    finally:
+        go.write_text("go")
+        for proc in procs:
+            end_process(proc)
+    assert first["verdict"] == second["verdict"] == "landed"
+    assert second["base"] == first["commit"]  # bob merged onto alice's landing, not beside it
+    assert second["waited"] > 0
+    order = [(e["kind"], e["agent"]) for e in land_events(repo) if e["kind"] != "land.queued"]
+    assert order == [
+        ("land.preflight", "alice"), ("land.verifying", "alice"), ("land.landed", "alice"),
+        ("land.preflight", "bob"), ("land.verifying", "bob"), ("land.landed", "bob"),
+    ]
+    assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
+
+
+def test_a_commit_pushed_to_main_mid_landing_is_not_overwritten(tmp_path, coordinator_in):
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go)
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    proc = start_land(repo.other, "bob")
+    try:
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="bob verifying")
+        human = commit(repo.root, "HUMAN.md", "by hand\n", "a human's commit")  # main moves under the landing
+        go.write_text("go")
+        landing = finish(proc)
+    finally:
+        go.write_text("go")
+        end_process(proc)
+    assert landing["verdict"] == "landed" and landing["attempts"] == 2 and landing["base"] == human
+    tip = main_tip(repo)
+    assert git(repo.root, "merge-base", "--is-ancestor", human, tip) == ""  # (exit 0: kept)
+    assert kinds_of(repo, landing["job"]) == [
+        "land.queued", "land.preflight", "land.verifying", "land.requeued", "land.preflight", "land.verifying", "land.landed",
+    ]
+    assert (repo.root / "HUMAN.md").exists() and (repo.root / "b.txt").exists()
+
+
+def test_a_dirty_checkout_of_main_blocks_the_landing_and_nothing_moves(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    (repo.root / "calc.py").write_text(CALC + "# half-done\n")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1 and result.json["verdict"] == "blocked", result
+    assert "local changes (calc.py)" in result.json["reason"] and main_tip(repo) == before
+
+
+def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go)
+    first = coordinator_in(repo, *FAST)
+    commit(alice(repo), "a.txt", "a\n", "alice's file")
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    procs = [start_land(alice(repo), "alice")]
+    try:
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="alice verifying")
+        procs.append(start_land(repo.other, "bob"))
+        wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="bob queued")
+        first.stop()  # mid-queue: alice verifying, bob waiting
+        coordinator_in(repo, *FAST)
+        go.write_text("go")
+        landed = [finish(p) for p in procs]
+    finally:
+        go.write_text("go")
+        for proc in procs:
+            end_process(proc)
+    assert [d["verdict"] for d in landed] == ["landed", "landed"], landed
+    assert landed[1]["base"] == landed[0]["commit"]
+    done = [e["agent"] for e in land_events(repo) if e["kind"] == "land.landed"]
+    assert done == ["alice", "bob"]
+    assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
+
+
+def test_bad_input_exits_2(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    assert cli("land", "--agent", "bob", "--branch", "no-such-branch", cwd=repo.other).rc == 2
+    assert cli("land", "--agent", "bob", "--branch", "main", "--json", cwd=repo.other).rc == 2
+    assert cli("land", "--json", cwd=repo.other).json["error"]["code"] == "bad_agent"
+    git(repo.other, "checkout", "-q", "--detach")
+    assert "detached HEAD" in cli("land", "--agent", "bob", cwd=repo.other).err
