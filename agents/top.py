@@ -42,7 +42,7 @@ RECENT = 12  # gate decisions shown
 PER_AGENT = 5  # gate decisions kept per agent for the detail pane
 REFRESH = 0.5  # seconds between redraws (ages move on)
 RESNAPSHOT = 2.0  # seconds between snapshots even when nothing was published (heartbeat ages)
-STATE_KINDS = ("agent.", "claim.")
+STATE_KINDS = ("agent.", "claim.", "land.")
 GATE_KINDS = ("intent.decided", "job.finished", "done.decided", "verify.refused", "rule.response", "notice")
 SORTS = ("agent", "age", "path")
 ELLIPSIS = "…"
@@ -334,6 +334,15 @@ def render(view: View, controls: Controls | None = None, *, width: int = 100, no
         if _matches(j["agent"], controls.filter)
     ]
     parts.append(_table("checks in flight", headers, rows))
+
+    if snap.landings:
+        headers = ["#", "branch", "onto", "agent", "stage", "queued for"]
+        rows = [
+            [str(q.position), q.branch, q.target, q.agent or "-", q.stage, _age(q.took + now - view.taken_at)]
+            for q in snap.landings
+            if _matches(q.agent, controls.filter)
+        ]
+        parts.append(_table("merge queue", headers, rows))
 
     headers = ["time", "agent", "verdict", "what"]
     rows = []

@@ -159,7 +159,7 @@ class LandQueue:
 
     def queued(self) -> list[m.Landing]:
         """Every landing not yet decided, in queue order (for ``status`` and ``top``)."""
-        return [self.describe(e) for queue in self._queues.values() for e in queue]
+        return [msgspec.structs.replace(self.describe(e), results=[]) for queue in self._queues.values() for e in queue]
 
     async def resume(self, nursery: trio.Nursery, ledger: Ledger) -> int:
         """Landings the ledger shows queued and not decided: queue them again, in order;

@@ -480,7 +480,8 @@ class Server:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
                     if isinstance(message, StatusReply):
                         message = msgspec.structs.replace(
-                            message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running()
+                            message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running(),
+                            landings=self._landings.queued()
                         )
                     self._router.send_multipart_nowait([peer, encode(message)])
                 case Bug(text=text):

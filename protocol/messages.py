@@ -347,6 +347,7 @@ class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     seq: int = 0
     statistics: dict[str, Any] = {}
     jobs: list[JobInfo] = []  # running jobs (filled by the coordinator's shell)
+    landings: list[Landing] = []  # the merge queue, in order (filled by the coordinator's shell)
 
 
 class Accepted(Reply, frozen=True, kw_only=True, tag="accepted"):

@@ -62,6 +62,7 @@ def _status_payload(reply: m.StatusReply) -> dict:
         "holds": reply.holds,
         "merge_holds": reply.merge_holds,
         "jobs": reply.jobs,
+        "landings": reply.landings,
         "statistics": reply.statistics,
     }
 
@@ -91,6 +92,10 @@ def _status_text(reply: m.StatusReply) -> str:
         lines += ["", "held until merged (released, but their commits have not reached the integration branch):"]
         for mh in reply.merge_holds:
             lines.append(f"  {mh.path:<32} {mh.holder:<16} branch {mh.branch:<16} {len(mh.commits)} commit(s)")
+    if reply.landings:
+        lines += ["", "merge queue (`lockstep land`):"]
+        for q in reply.landings:
+            lines.append(f"  {q.position:>2}. {q.branch:<20} -> {q.target:<10} {q.agent or '-':<16} {q.stage:<10} job {q.job}, queued {q.took:.1f}s")
     return "\n".join(lines)
 
 

@@ -220,6 +220,9 @@ def test_two_agents_landing_at_once_are_serialized(tmp_path, coordinator_in):
         wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="alice verifying")
         procs.append(start_land(repo.other, "bob"))
         wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="bob queued")
+        queue = [(q["agent"], q["position"], q["stage"]) for q in status(repo)["landings"]]
+        assert queue == [("alice", 0, "verifying"), ("bob", 1, "queued")]  # what status and top show
+        assert "merge queue" in cli("status", cwd=repo.root).out
         go.write_text("go")
         first, second = finish(procs[0]), finish(procs[1])
     finally:

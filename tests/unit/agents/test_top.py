@@ -160,3 +160,16 @@ def test_narrow_terminals_shorten_paths_from_the_middle():
     text = _text(view, width=80, now=100.0)
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "…" in text and "alice" in text and "/bob" in text
+
+
+def test_the_merge_queue_shows_in_order_and_a_landing_retakes_the_snapshot():
+    landings = [
+        m.Landing(job="1.4", agent="alice", branch="wt-alice", target="main", stage="verifying", position=0, took=3.0),
+        m.Landing(job="1.5", agent="bob", branch="wt-bob", target="main", stage="queued", position=1, took=1.0),
+    ]
+    view = _live_view(landings=landings)
+    text = _text(view, now=102.0)
+    assert "merge queue" in text and text.index("wt-alice") < text.index("wt-bob")
+    assert "verifying" in text and "3.0s" in text  # bob's wait moves on with the frame
+    view.apply(_pub(1, "land.landed", job="1.4"))
+    assert view.stale_snapshot
