@@ -48,6 +48,15 @@ TOOLS: list[dict[str, Any]] = [
         "description": "Declare your goal finished: passes only after a passing verify run that started after your last write.",
         "inputSchema": {"type": "object", "properties": {}},
     },
+    {
+        "name": "land",
+        "description": (
+            "Land your branch on the integration branch through the merge queue: merged in memory, checked on the merged tree, "
+            "then the branch moves. Waits for the verdict: landed, or (isError) conflict with the hunks and the other agent, "
+            "failed with the failing checks, stale, blocked, each saying what to fix."
+        ),
+        "inputSchema": {"type": "object", "properties": {"branch": {"type": "string", "description": "default: your worktree's branch"}}},
+    },
 ]
 
 CallTool = Callable[[str, dict], tuple[Any, bool]]  # -> (result, is_error)

@@ -305,7 +305,7 @@ def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
 @handle_errors
 def mcp_server(agent, endpoint, as_json):
     """Serve Lockstep's verbs as MCP tools on stdin/stdout (claim, release, intent,
-    status, verify, done), acting as one agent with paths relative to the current
+    status, verify, done, land), acting as one agent with paths relative to the current
     directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
     (Its output is always JSON-RPC; --json is accepted for symmetry.)
 
@@ -354,6 +354,11 @@ def mcp_server(agent, endpoint, as_json):
             if tool == "done":
                 gate = as_agent(lambda s: s.call(lambda sid: m.Done(session=sid)))
                 return plain(gate), gate.verdict != "pass"
+            if tool == "land":
+                from agents.land import land
+
+                landing = land(name, branch=args.get("branch") or None, endpoint=endpoint)
+                return plain(landing), landing.verdict != "landed"
         except LockstepError as exc:
             code = getattr(exc, "code", None)
             if not (isinstance(code, str) and hasattr(exc, "message")):

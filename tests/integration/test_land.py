@@ -308,3 +308,20 @@ def test_bad_input_exits_2(lrepo, coordinator_in):
     assert cli("land", "--json", cwd=repo.other).json["error"]["code"] == "bad_agent"
     git(repo.other, "checkout", "-q", "--detach")
     assert "detached HEAD" in cli("land", "--agent", "bob", cwd=repo.other).err
+
+
+def test_the_mcp_tool_land_lands_and_reports_a_refusal_as_an_error(lrepo, coordinator_in):
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "land", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "land", "arguments": {"branch": "no-such"}}},
+    ]
+    proc = subprocess.run([*LOCKSTEP, "mcp", "--agent", "bob"], input="".join(json.dumps(c) + "\n" for c in calls),
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=180)
+    replies = {r["id"]: r["result"] for r in map(json.loads, proc.stdout.splitlines())}
+    landed = json.loads(replies[2]["content"][0]["text"])
+    assert not replies[2]["isError"] and landed["verdict"] == "landed" and landed["commit"] == main_tip(repo)
+    assert replies[3]["isError"] and "no-such" in json.loads(replies[3]["content"][0]["text"])["error"]["message"]
