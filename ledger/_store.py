@@ -83,6 +83,7 @@ DELETE FROM events WHERE id IN (
   SELECT id FROM events
   WHERE id < :upto AND id < (SELECT max(id) FROM events) AND ts < :before
     AND kind NOT LIKE 'plan.%'
+    AND kind NOT IN ('land.queued', 'land.landed', 'land.refused')
     AND NOT (kind = 'job.started' AND json_extract(data, '$.kind') = 'plan')
     AND id NOT IN (
       SELECT max(id) FROM events
@@ -554,7 +555,9 @@ class Ledger(LedgerReader):
 
         Kept whatever their age: events after ``upto`` (replay reads them), the newest
         event (ids are handed out from ``max(id)``: they must never go back), every plan
-        event and plan ``job.started`` (unfinished plans resume from them), and the newest
+        event and plan ``job.started`` (unfinished plans resume from them), the landings'
+        ``land.queued`` / ``land.landed`` / ``land.refused`` (the merge queue resumes from
+        them and names who landed what), and the newest
         ``build`` probe result per target (the next build compares with its hash).  The
         caller must hold a snapshot at ``upto`` that restores everything else."""
         if type(upto) is not int or upto < 0:

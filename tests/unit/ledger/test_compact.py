@@ -45,3 +45,15 @@ def test_compact_keeps_young_events_and_the_newest(tmp_path):
         assert list(led.compact(led.last_id(), time.time() - 3600)) == []  # all younger than an hour
         assert sum(led.compact(led.last_id(), time.time() + 1)) == 4  # the newest always stays
         assert [i for i, _ in _kinds(path)] == [5]
+
+
+def test_compact_keeps_what_the_merge_queue_resumes_from(tmp_path):
+    path = tmp_path / "ledger.db"
+    land = {"job": "1.3", "branch": "refs/heads/w1", "target": "main"}
+    with Ledger.open(path) as led:
+        led.append([rec.LandQueued(agent="w1", head="c" * 40, **land)], epoch=1)
+        led.append([rec.LandPreflight(agent="w1", base="b" * 40, **land)], epoch=1)
+        led.append([rec.LandLanded(agent="w1", commit="d" * 40, base="b" * 40, **land)], epoch=1)
+        led.append([rec.Notice(message="newest")], epoch=1)
+        list(led.compact(led.last_id(), time.time() + 1))
+        assert [kind for _, kind in _kinds(path)] == ["land.queued", "land.landed", "notice"]
