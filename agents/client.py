@@ -45,6 +45,7 @@ from agents.oneshot import (  # shared with the blocking client; re-exported her
     resolve_endpoint,
     stderr_notice,
 )
+from protocol import curve
 from protocol import messages as m
 from protocol.codec import decode_reply, encode
 from protocol.discovery import Place, locate
@@ -139,6 +140,7 @@ async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncI
     raw.setsockopt(zmq.RECONNECT_IVL, 50)
     raw.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
     raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
+    curve.secure(raw, endpoint)  # a joined clone's keys (protocol.curve)
     sock = TrioSocket(raw)
     try:
         raw.connect(endpoint)

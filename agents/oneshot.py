@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 import msgspec
 import zmq
 
+from protocol import curve
 from protocol import messages as m
 from protocol.codec import decode_reply, encode
 from protocol.discovery import Place, discover_endpoint, locate
@@ -166,6 +167,11 @@ class Connection:
         self._sock.setsockopt(zmq.RECONNECT_IVL, 50)
         self._sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         self._sock.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
+        # A joined clone's keys (protocol.curve); a handshake the coordinator refuses
+        # (a revoked or unknown key) is seen on a monitor socket, not as a silence.
+        self._monitor = None
+        if curve.secure(self._sock, endpoint):
+            self._monitor = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._sock.connect(endpoint)
 
     def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:
@@ -191,7 +197,23 @@ class Connection:
 
     def _wait(self, event: int, deadline: float) -> bool:
         left = deadline - time.monotonic()
-        return left > 0 and bool(self._sock.poll(max(1, round(left * 1000)), event))
+        if self._monitor is None:
+            return left > 0 and bool(self._sock.poll(max(1, round(left * 1000)), event))
+        poller = zmq.Poller()
+        poller.register(self._sock, event)
+        poller.register(self._monitor, zmq.POLLIN)
+        while left > 0:
+            ready = dict(poller.poll(max(1, round(left * 1000))))
+            if self._monitor in ready:
+                raise RequestFailed(m.Error(
+                    code="revoked",
+                    message=f"the coordinator at {self.endpoint} refused this clone's key (revoked, or from another "
+                    "coordinator): ask its operator for a new `lockstep invite` and run `lockstep join` again",
+                ))
+            if self._sock in ready:
+                return True
+            left = deadline - time.monotonic()
+        return False
 
     def _unreachable(self) -> CoordinatorUnreachable:
         return CoordinatorUnreachable(
@@ -206,6 +228,9 @@ class Connection:
         self.endpoint = endpoint
 
     def close(self) -> None:
+        if self._monitor is not None:
+            self._sock.disable_monitor()
+            self._monitor.close(linger=0)
         self._sock.close(linger=0)
         self._context.term()
 

@@ -252,6 +252,11 @@ class Core:
         self._publish("coordinator.storage", None, {"error": error or "", "writable": error is None})
         return self._flush()
 
+    def announce(self, kind: str, agent: str | None, data: dict[str, Any]) -> list[Effect]:
+        """Publish something the shell decided (e.g. a remote key refused), in sequence."""
+        self._publish(kind, agent, data)
+        return self._flush()
+
     def process_exited(self, session: str, now: float, detail: str = "") -> list[Effect]:
         """The shell saw an agent's watched local process exit: gone, paths free at once."""
         self._advance(now)

@@ -53,11 +53,14 @@ from protocol.messages import (
     Bye,
     Compact,
     Compacted,
+    Enroll,
     Error,
     Fresh,
     Heartbeat,
     JobQuery,
     LandQuery,
+    Keys,
+    KeysReply,
     Release,
     Status,
     StatusReply,
@@ -83,6 +86,7 @@ from .jobs import JobRunner
 from .landing import LandQueue
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
+from .remote import REMOTE_PEER, ZAP_ENDPOINT, RemoteGate
 from .settings import Settings
 
 log = logging.getLogger("lockstep")
@@ -115,9 +119,15 @@ class BindFailed(UsageError):
 
 class Server:
     def __init__(
-        self, place: Place, settings: Settings, endpoint: str, pub_endpoint: str, probe_limit: int | None = None
+        self, place: Place, settings: Settings, endpoint: str, pub_endpoint: str, probe_limit: int | None = None,
+        remote: tuple[str, str] | None = None,
     ) -> None:
         self.place = place
+        # (request, publication) endpoints with CURVE, for agents on other hosts (remote.py)
+        self.remote_endpoints = remote
+        self._remote: RemoteGate | None = None
+        self._remote_router: TrioSocket | None = None
+        self._remote_pub: TrioSocket | None = None
         self.probe_limit = probe_limit  # concurrent probes (default: CPU count)
         self.settings = settings
         self.endpoint = endpoint
@@ -126,8 +136,8 @@ class Server:
             settings,
             repo=place.repo_id,
             host=socket.gethostname(),
-            endpoints=[endpoint],
-            pub_endpoints=[pub_endpoint],
+            endpoints=[endpoint, *remote[:1]] if remote else [endpoint],
+            pub_endpoints=[pub_endpoint, *remote[1:]] if remote else [pub_endpoint],
         )
         self.ledger: Ledger | None = None
         # The integration branch, followed by watching its ref files (fresh-base gate).
@@ -165,6 +175,8 @@ class Server:
             stack.callback(self.ledger.close)
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
+            if self.remote_endpoints is not None:
+                self._open_remote(ctx, stack)
             snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
             async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -210,6 +222,8 @@ class Server:
                 if self.refs is not None:
                     nursery.start_soon(self.refs.watch, self._settle_merge_holds)
                 nursery.start_soon(self._serve_requests)
+                if self._remote is not None:
+                    nursery.start_soon(self._serve_zap)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
                 nursery.start_soon(self._watch_signals)
@@ -230,6 +244,7 @@ class Server:
             "pids_watched": len(self._pids),
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
+            **({"remote": self._remote.statistics()} if self._remote is not None else {}),
             "storage": (
                 {"error": self._storage_error, "for_s": round(trio.current_time() - self._storage_since, 3)}
                 if self._storage_error is not None else {}
@@ -240,8 +255,35 @@ class Server:
         self._stop_reason = self._stop_reason or reason
         self._stop.set()
 
-    def _open(self, ctx: zmq.Context, kind: int, endpoint: str, stack: ExitStack) -> TrioSocket:
+    def _open_remote(self, ctx: zmq.Context, stack: ExitStack) -> None:
+        """The ZAP handler's socket first (a CURVE handshake must never find none), then
+        the CURVE ROUTER and PUB; a port 0 becomes the port the kernel gave."""
+        try:
+            self._remote = RemoteGate(self.place.state_dir, self.place.repo_id, self.place.worktree, [], [])
+        except OSError as exc:
+            raise StorageFailed(str(exc)) from None
+        zap = ctx.socket(zmq.REP)
+        zap.setsockopt(zmq.LINGER, 0)
+        zap.bind(ZAP_ENDPOINT)
+        self._zap = TrioSocket(zap)
+        stack.callback(self._zap.close)
+        rpc, pub = self.remote_endpoints
+        self._remote_router = self._open(ctx, zmq.ROUTER, rpc, stack, curve_secret=self._remote.secret)
+        self._remote_pub = self._open(ctx, zmq.PUB, pub, stack, curve_secret=self._remote.secret)
+        bound = [
+            _with_port(wanted, s.socket.getsockopt(zmq.LAST_ENDPOINT).decode())
+            for wanted, s in ((rpc, self._remote_router), (pub, self._remote_pub))
+        ]
+        self.remote_endpoints = (bound[0], bound[1])
+        self._remote.endpoints, self._remote.pub = [bound[0]], [bound[1]]
+        self.core.endpoints, self.core.pub_endpoints = [self.endpoint, bound[0]], [self.pub_endpoint, bound[1]]
+
+    def _open(self, ctx: zmq.Context, kind: int, endpoint: str, stack: ExitStack, curve_secret: bytes | None = None) -> TrioSocket:
         raw = ctx.socket(kind)
+        if curve_secret is not None:
+            raw.setsockopt(zmq.CURVE_SERVER, 1)
+            raw.setsockopt(zmq.CURVE_SECRETKEY, curve_secret)
+            raw.setsockopt(zmq.ZAP_DOMAIN, b"lockstep")
         raw.setsockopt(zmq.LINGER, 0)
         raw.setsockopt(zmq.SNDHWM, 100_000)
         raw.setsockopt(zmq.RCVHWM, 100_000)
@@ -299,8 +341,9 @@ class Server:
         return {
             "pid": os.getpid(),
             "repo": self.place.repo_id,
-            "endpoints": [self.endpoint],
-            "pub": [self.pub_endpoint],
+            "endpoints": [self.endpoint, *self.remote_endpoints[:1]] if self.remote_endpoints else [self.endpoint],
+            "pub": [self.pub_endpoint, *self.remote_endpoints[1:]] if self.remote_endpoints else [self.pub_endpoint],
+            **({"curve_public": self._remote.public.decode()} if self._remote is not None else {}),
             "epoch": self.core.registry.epoch,
             "mode": self.settings.mode,
             "started": time.time(),
@@ -315,8 +358,10 @@ class Server:
         while True:
             if fair:  # messages left from the last turn: serve them without waiting
                 await trio.lowlevel.checkpoint()
-            else:
+            elif self._remote_router is None:
                 await router.wait_readable()
+            else:
+                await self._wait_either()
             # The turn is almost always free: take it without another scheduler pass.
             if turn.locked():
                 await turn.acquire()
@@ -325,6 +370,8 @@ class Server:
             try:
                 if fair.room():
                     fair.put_all(router.drain(min(BATCH_LIMIT, fair.room())))
+                if self._remote_router is not None and fair.room():
+                    fair.put_all(self._drain_remote(min(BATCH_LIMIT, fair.room())))
                 batch = fair.take(BATCH_LIMIT)
                 self._batches += 1
                 only_heartbeats = bool(batch)
@@ -345,6 +392,13 @@ class Server:
                     except PeerError as exc:
                         effects += core.reject(peer, exc, sniff_req(frames[1]))
                         continue
+                    if peer[:3] == REMOTE_PEER and self._remote is not None:  # another host: the key decides (remote.py)
+                        message, refusal, note = self._remote.admit(peer, message, core.registry)
+                        if refusal is not None:
+                            effects += core.reject(peer, refusal, message.req)
+                            if note:
+                                effects += core.announce("remote.forbidden", getattr(message, "agent", None), {"reason": note})
+                            continue
                     if isinstance(message, Status):  # costs the whole registry: one per peer per turn
                         if peer in costly:
                             later[peer] = [frames]
@@ -371,6 +425,9 @@ class Server:
                             continue
                         if isinstance(message, LandQuery):  # read-only: the merge queue knows
                             effects += self._landings.answer(peer, message)
+                            continue
+                        if isinstance(message, (Enroll, Keys)):
+                            effects += self._answer_keys(peer, message)
                             continue
                         effects += core.receive(peer, message, now)
                         only_heartbeats &= isinstance(message, Heartbeat)
@@ -483,11 +540,11 @@ class Server:
                             message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running(),
                             landings=self._landings.queued()
                         )
-                    self._router.send_multipart_nowait([peer, encode(message)])
+                    self._send(peer, encode(message))
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
                 case Publish(kind=kind, message=message):
-                    self._pub.send_multipart_nowait([kind.encode(), encode(message)])
+                    self._publish([kind.encode(), encode(message)])
                     self._jobs.observe(self._nursery, message)
                 case StartJob(kind="land"):
                     self._landings.enqueue(self._nursery, effect)
@@ -537,6 +594,66 @@ class Server:
         if paths:
             await self.apply(lambda now: self.core.uncommitted_at_end(check.session, check.patterns, paths, now))
 
+    def _send(self, peer: bytes, frame: bytes) -> None:
+        if peer[:3] == REMOTE_PEER and self._remote_router is not None:
+            self._remote_router.send_multipart_nowait([peer[3:], frame])
+        else:
+            self._router.send_multipart_nowait([peer, frame])
+
+    def _publish(self, frames: list[bytes]) -> None:
+        self._pub.send_multipart_nowait(frames)
+        if self._remote_pub is not None:
+            self._remote_pub.send_multipart_nowait(frames)
+
+    # ------------------------------------------------------------------ remote agents
+
+    async def _wait_either(self) -> None:
+        """Until the local or the CURVE ROUTER has a message (remote agents served)."""
+        async with trio.open_nursery() as nursery:
+            async def wait(sock: TrioSocket) -> None:
+                await sock.wait_readable()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(wait, self._router)
+            nursery.start_soon(wait, self._remote_router)
+
+    def _drain_remote(self, limit: int) -> list[list[bytes]]:
+        """Messages from the CURVE ROUTER, their peer ids marked remote, each peer's key
+        (the User-Id our ZAP handler gave its connection) noted for ``admit``."""
+        key_of = self._remote.key_of
+        if len(key_of) > 10_000:
+            key_of.clear()  # only this turn's peers are looked up
+        out = []
+        for frames in self._remote_router.drain_frames(limit):
+            peer = REMOTE_PEER + frames[0].bytes
+            key_of[peer] = frames[-1].get("User-Id") or ""
+            out.append([peer, *(f.bytes for f in frames[1:])])
+        return out
+
+    async def _serve_zap(self) -> None:
+        """libzmq's ZAP requests (one per CURVE handshake), answered on this loop."""
+        while True:
+            request = await self._zap.recv_multipart()
+            await self._zap.send_multipart(self._remote.zap_answer(request))
+
+    def _answer_keys(self, peer: bytes, message) -> list:
+        """``enroll`` (remote, with an enrollment key) and ``keys`` (local operator)."""
+        try:
+            if isinstance(message, Enroll):
+                if peer[:3] != REMOTE_PEER or self._remote is None:
+                    raise PeerError("forbidden", "enroll over the coordinator's CURVE endpoint with a join token (`lockstep join`)")
+                return [Send(peer, self._remote.enroll(peer, message))]
+            if self._remote is not None:
+                return [Send(peer, self._remote.keys_request(message))]
+            if message.op == "list":
+                return [Send(peer, KeysReply(req=message.req))]
+            raise PeerError(
+                "bad_request",
+                "this coordinator serves no remote agents: start it with `lockstep serve --endpoint tcp://ADDR:PORT --curve`",
+            )
+        except PeerError as exc:
+            return self.core.reject(peer, exc, message.req)
+
     # ------------------------------------------------------------------ storage errors
 
     async def _fail_closed(self, exc: LedgerError, effects: list) -> None:
@@ -549,7 +666,7 @@ class Server:
             match effect:
                 case Send(peer, message) if peer is not None:
                     error = Error(req=getattr(message, "req", 0), code="unavailable", message=cause)
-                    self._router.send_multipart_nowait([peer, encode(error)])
+                    self._send(peer, encode(error))
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
                 case StopServing(reason=reason):
@@ -558,7 +675,7 @@ class Server:
             self._storage_error, self._storage_since = cause, now
             log.error("%s (%s); serving reads only, retrying", cause, exc)
             for publish in self.core.storage_condition(cause):
-                self._pub.send_multipart_nowait([publish.kind.encode(), encode(publish.message)])
+                self._publish([publish.kind.encode(), encode(publish.message)])
         if not self._recovering:
             self._recovering = True
             self._nursery.start_soon(self._recover_storage)
@@ -590,6 +707,11 @@ class Server:
                         self._started = self._storage_error is None
         finally:
             self._recovering = False
+
+
+def _with_port(wanted: str, bound: str) -> str:
+    """``wanted`` as written (the address other hosts use), with the port really bound."""
+    return f"{wanted.rsplit(':', 1)[0]}:{bound.rsplit(':', 1)[1]}"
 
 
 def _storage_cause(exc: Exception) -> str:

@@ -15,7 +15,10 @@
 * ``serve.lock`` is held with ``flock`` while a coordinator runs: the kernel drops it
   when the process dies, so a state file left by a killed coordinator never stops the
   next ``serve``.
-* Only ipc and loopback tcp endpoints are accepted: there is no authentication yet.
+* Only ipc and loopback tcp endpoints are accepted without authentication; a
+  non-loopback tcp endpoint only with CURVE on (``serve --curve``, see
+  ``protocol.curve``).  A clone on another host that ran ``lockstep join`` has no
+  coordinator here: its ``remote.json`` names the coordinator's endpoint and keys.
 """
 
 from __future__ import annotations
@@ -139,8 +142,9 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-def check_endpoint(endpoint: str) -> str:
-    """Refuse anything but ipc files and loopback tcp: there is no authentication yet."""
+def check_endpoint(endpoint: str, curve: bool = False) -> str:
+    """Refuse anything but ipc files and loopback tcp, unless ``curve`` (every peer
+    authenticated by its key): then any tcp address."""
     if endpoint.startswith("ipc://@"):
         raise PeerError(
             "bad_request",
@@ -153,7 +157,7 @@ def check_endpoint(endpoint: str) -> str:
         import ipaddress  # only for tcp endpoints
 
         host = endpoint[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
-        if host == "localhost":
+        if host == "localhost" or curve:
             return endpoint
         try:
             if ipaddress.ip_address(host).is_loopback:
@@ -162,8 +166,9 @@ def check_endpoint(endpoint: str) -> str:
             pass
         raise PeerError(
             "bad_request",
-            f"refusing to use {endpoint}: only ipc:// and loopback tcp:// (127.0.0.1, [::1]) are allowed, "
-            "because anyone who can reach the socket can act as any agent (no authentication yet)",
+            f"refusing to use {endpoint}: without --curve only ipc:// and loopback tcp:// (127.0.0.1, [::1]) are "
+            "allowed, because anyone who can reach the socket could act as any agent; "
+            "`lockstep serve --endpoint tcp://ADDR:PORT --curve` authenticates every peer by its key",
         )
     raise PeerError("bad_request", f"unsupported endpoint {endpoint!r}: use ipc://PATH or tcp://127.0.0.1:PORT")
 
@@ -215,4 +220,10 @@ def discover_endpoint(place: Place, override: str | None = None) -> str | None:
     info = read_state(place.state_dir)
     if info and info.get("endpoints"):
         return info["endpoints"][0]
+    from . import curve  # a clone on another host: joined with `lockstep join`
+
+    remote = curve.read_remote(place.state_dir)
+    if remote is not None:
+        curve.remember_remote(remote)
+        return remote["endpoints"][0]
     return None

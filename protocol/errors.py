@@ -64,6 +64,10 @@ ERROR_CODES: dict[str, str] = {
     "unreachable": "no coordinator answered within the timeout",
     "internal": "the coordinator hit a bug handling this request (it keeps serving)",
     "unavailable": "the coordinator cannot write its ledger (disk full, I/O error): nothing is granted until it can; retry later",
+    "forbidden": "this peer's key may not do that: act as another agent's name, or an operator request from another host",
+    "revoked": "this peer's key was revoked (`lockstep keys revoke`); join again with a new invitation",
+    "no_worker": "a check for a worktree on another host, and no worker runs there to run it",
+    "not_found": "the named thing (e.g. a key) does not exist",
 }
 
 

@@ -212,6 +212,24 @@ class LandQuery(Request, frozen=True, kw_only=True, tag="land_query"):
     job: str
 
 
+class Enroll(Request, frozen=True, kw_only=True, tag="enroll"):
+    """From a clone on another host, sent with the one-time enrollment key of a join
+    token: bind ``key`` (the agent's own CURVE public key, Z85) to the invited name."""
+
+    key: str
+    roots: list[str] = []  # the clone's root commit(s): the same repository?
+    host: str = ""
+
+
+class Keys(Request, frozen=True, kw_only=True, tag="keys"):
+    """Operator, on the coordinator's host only: ``invite`` NAME (a join token valid
+    for ``ttl`` seconds), ``list`` the keys, ``revoke`` NAME's key at once."""
+
+    op: Literal["invite", "list", "revoke"]
+    name: str = ""
+    ttl: float | None = None
+
+
 # ---------------------------------------------------------------------------- replies
 
 
@@ -437,6 +455,26 @@ class Error(Reply, frozen=True, kw_only=True, tag="error"):
     message: str
 
 
+class KeyInfo(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # the agent name the key may act as
+    key: str  # its CURVE public key (Z85)
+    state: str  # "enrolled", "revoked" or "invited" (a join token not used yet)
+    host: str = ""
+    since: float = 0.0  # unix time it was enrolled / revoked / invited
+    expires: float | None = None  # an invitation's end
+
+
+class Enrolled(Reply, frozen=True, kw_only=True, tag="enrolled"):
+    agent: str
+    repo: str  # the repository as the coordinator names it
+
+
+class KeysReply(Reply, frozen=True, kw_only=True, tag="keys_reply"):
+    keys: list[KeyInfo] = []
+    token: str = ""  # for ``invite``: the one line ``lockstep join`` takes
+    message: str = ""
+
+
 # ----------------------------------------------------------------------- publications
 
 
@@ -454,9 +492,9 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
-    | Accepted | Gate | JobReply | Compacted | Landing
+    | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply
 )

@@ -159,6 +159,20 @@ class TrioSocket:
             self._after_zmq_call()
         return messages
 
+    def drain_frames(self, limit: int) -> list[list[zmq.Frame]]:
+        """Like ``drain`` but as ``zmq.Frame`` objects, whose properties (e.g. the
+        ``User-Id`` a ZAP handler gave the connection) can be read."""
+        self._check_open()
+        messages: list[list[zmq.Frame]] = []
+        try:
+            while len(messages) < limit:
+                messages.append(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
+        except zmq.Again:
+            pass
+        finally:
+            self._after_zmq_call()
+        return messages
+
     # -- blocking calls -----------------------------------------------------------------
 
     async def send_multipart(self, frames: Sequence[Any], copy: bool = True) -> None:

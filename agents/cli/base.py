@@ -61,6 +61,9 @@ VERB_MODULES: dict[str, str] = {
     "mcp": "hooks",
     "report": "report",
     "where": "report",
+    "invite": "remote",
+    "join": "remote",
+    "keys": "remote",
 }
 
 

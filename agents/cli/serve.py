@@ -66,14 +66,20 @@ def _flag_values(flags: dict[str, object]) -> dict[str, object]:
     "--endpoint",
     metavar="URL",
     help="Where to listen: ipc://PATH or tcp://127.0.0.1:PORT (default: LOCKSTEP_ENDPOINT, else an ipc socket "
-    "in the state directory). Non-loopback addresses are refused: there is no authentication yet.",
+    "in the state directory). A non-loopback tcp://ADDR:PORT only with --curve.",
+)
+@click.option(
+    "--curve",
+    is_flag=True,
+    help="Serve agents on other hosts at the tcp --endpoint, each authenticated by its CURVE key "
+    "(`lockstep invite`, `lockstep join`); local agents keep the private ipc socket.",
 )
 @click.option("--pub-endpoint", metavar="URL", help="Publication endpoint (default: beside the request endpoint).")
 @click.option("--probe-limit", type=click.IntRange(min=1), metavar="N", help="Probes run at once (default: the CPU count).")
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @json_option
 @handle_errors
-def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
+def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, curve, **flags):
     """Run the coordinator for the repository of the current directory.
 
     One per repository: every worktree finds it. Settings come from these flags, then
@@ -83,8 +89,8 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     \b
     Examples:
       lockstep serve --detach
-      lockstep serve --mode serial --detach
       lockstep serve --heartbeat 1 --liveness 5
+      lockstep serve --endpoint tcp://10.0.0.1:7400 --curve --detach
     """
     from coordinator.settings import load_settings  # the one import of the server side
 
@@ -92,8 +98,15 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     settings = load_settings(place.worktree, **_flag_values(flags))
     state_dir = discovery.ensure_state_dir(place)
     rpc, pub = discovery.default_endpoints(state_dir)
-    rpc = discovery.check_endpoint(endpoint or os.environ.get("LOCKSTEP_ENDPOINT") or rpc)
-    pub = discovery.check_endpoint(pub_endpoint or (_pub_beside(rpc) if endpoint else pub))
+    remote = None
+    if curve:  # local agents on the ipc sockets, other hosts on the CURVE tcp endpoint
+        if not (endpoint or "").startswith("tcp://"):
+            raise Failure("usage", "--curve needs --endpoint tcp://ADDR:PORT (the address other hosts reach)", 2)
+        remote_rpc = discovery.check_endpoint(endpoint, curve=True)
+        remote = (remote_rpc, discovery.check_endpoint(pub_endpoint or _pub_beside(remote_rpc), curve=True))
+    else:
+        rpc = discovery.check_endpoint(endpoint or os.environ.get("LOCKSTEP_ENDPOINT") or rpc)
+        pub = discovery.check_endpoint(pub_endpoint or (_pub_beside(rpc) if endpoint else pub))
     try:
         lock_fd = discovery.acquire_serve_lock(state_dir)
     except discovery.AlreadyServing as exc:
@@ -105,7 +118,7 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, **flags):
     from coordinator.server import Server
 
     try:
-        reason = trio.run(Server(place, settings, rpc, pub, probe_limit).serve)
+        reason = trio.run(Server(place, settings, rpc, pub, probe_limit, remote=remote).serve)
     finally:
         os.close(lock_fd)
     if as_json:

@@ -149,6 +149,10 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         intent = json.loads(answers[1]["result"]["content"][0]["text"])
         assert intent["verdict"] == "allow" and not protocol_fields(intent)  # item 13: MCP intent had both
         run("lockstep run", "--agent", "runner", "--json", "--", str(repo.root / "no-such-command"), rc=127)
+        run("lockstep keys list", "--json")
+        run("lockstep keys revoke", "nobody", "--json", rc=2)
+        run("lockstep invite", "dora", "--json", rc=2)  # no --curve: no remote agents
+        run("lockstep join", "not-a-token", "--json", rc=2)
         run("lockstep ledger tail", "--json")
         run("lockstep ledger compact", "--keep", "0", "--json")
         run("lockstep report", "--html", str(tmp_path / "report.html"), "--json")

@@ -34,6 +34,10 @@ EXPECTED = {
     "unreachable": EXIT_UNREACHABLE,
     "internal": EXIT_REFUSED,
     "unavailable": EXIT_REFUSED,  # the ledger cannot be written: refused until it can
+    "forbidden": EXIT_REFUSED,  # a remote key acting as another name, or an operator verb
+    "revoked": EXIT_REFUSED,
+    "no_worker": EXIT_REFUSED,
+    "not_found": EXIT_REFUSED,
 }
 
 

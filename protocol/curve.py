@@ -1,0 +1,137 @@
+"""Keys and tokens for agents on other machines (libzmq's CURVE), used by both sides.
+
+* The coordinator's keypair is ``curve.key`` in its private state directory (0600),
+  made on first use.  Z85 text, as libzmq takes it.
+* ``lockstep invite NAME`` makes a one-time *enrollment* keypair; its secret travels in
+  the join token.  ``lockstep join TOKEN`` connects with it (the coordinator's ZAP
+  handler admits an enrollment key until it is used or expires), sends the agent's own
+  new public key, and from then on connects with that key only.  The token is the
+  secret: whoever holds it may enroll once, as NAME.
+* A joined clone keeps ``remote.json`` in its own state directory (inside ``.git``,
+  never tracked, 0600): endpoints, the coordinator's public key, the agent's keypair.
+  Discovery reads it when no coordinator runs on this host; ``secure`` puts the keys
+  on a client socket before it connects.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+from .errors import UsageError
+
+KEY_FILE = "curve.key"
+REMOTE_FILE = "remote.json"
+TOKEN_PREFIX = "lockstep-join-1:"
+
+# endpoint -> (coordinator public key, our public key, our secret key): the keys
+# discovery found for an endpoint, applied by ``secure`` to each socket that connects.
+_credentials: dict[str, tuple[bytes, bytes, bytes]] = {}
+
+
+def write_private(path: Path, data: dict) -> None:
+    """Write JSON readable by this user only (created 0600, then renamed in place)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def coordinator_keypair(state_dir: Path) -> tuple[bytes, bytes]:
+    """(public, secret) of this repository's coordinator, made on first use."""
+    path = state_dir / KEY_FILE
+    try:
+        data = json.loads(path.read_text())
+        return data["public"].encode(), data["secret"].encode()
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        raise UsageError(f"unreadable coordinator key {path}: {exc}; remove it to make a new one (every agent must join again)") from None
+    import zmq
+
+    public, secret = zmq.curve_keypair()
+    write_private(path, {"public": public.decode(), "secret": secret.decode()})
+    return public, secret
+
+
+def public_of(secret: bytes) -> bytes:
+    import zmq
+
+    return zmq.curve_public(secret)
+
+
+def make_token(name: str, endpoints: list[str], pub: list[str], server_key: bytes, secret: bytes) -> str:
+    body = {"n": name, "e": endpoints, "p": pub, "k": server_key.decode(), "s": secret.decode()}
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def read_token(token: str) -> dict:
+    """The token's fields, or ``UsageError`` saying what is wrong with it."""
+    token = token.strip()
+    if not token.startswith(TOKEN_PREFIX):
+        raise UsageError(f"not a join token (it starts with {TOKEN_PREFIX!r}; get one with `lockstep invite NAME` on the coordinator's host)")
+    text = token[len(TOKEN_PREFIX) :]
+    try:
+        body = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        fields = {
+            "name": str(body["n"]),
+            "endpoints": [str(e) for e in body["e"]],
+            "pub": [str(e) for e in body["p"]],
+            "server_key": str(body["k"]).encode(),
+            "secret": str(body["s"]).encode(),
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"damaged join token ({type(exc).__name__}); copy the whole line `lockstep invite` printed") from None
+    if len(fields["server_key"]) != 40 or len(fields["secret"]) != 40 or not fields["endpoints"]:
+        raise UsageError("damaged join token (bad key length or no endpoint); copy the whole line `lockstep invite` printed")
+    return fields
+
+
+def read_remote(state_dir: Path) -> dict | None:
+    """A joined clone's ``remote.json``, or None."""
+    try:
+        data = json.loads((state_dir / REMOTE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("endpoints") else None
+
+
+def root_commits(worktree: Path) -> list[str]:
+    """The repository's root commit(s): the same in every clone of it."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-list", "--max-parents=0", "HEAD"], cwd=worktree, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return sorted(out.split())
+
+
+def remember(endpoint: str, server_key: bytes, public: bytes, secret: bytes) -> None:
+    _credentials[endpoint] = (server_key, public, secret)
+
+
+def remember_remote(remote: dict) -> None:
+    keys = (remote["server_key"].encode(), remote["public"].encode(), remote["secret"].encode())
+    for endpoint in [*remote.get("endpoints", []), *remote.get("pub", [])]:
+        _credentials[endpoint] = keys
+
+
+def secure(sock, endpoint: str) -> bool:
+    """Put the CURVE keys known for ``endpoint`` on a client socket (before connect);
+    True if there were any."""
+    keys = _credentials.get(endpoint)
+    if keys is None:
+        return False
+    import zmq
+
+    sock.setsockopt(zmq.CURVE_SERVERKEY, keys[0])
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys[1])
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys[2])
+    return True

@@ -1,0 +1,246 @@
+"""Agents on other hosts, on real separate network stacks.
+
+The coordinator runs in one network namespace, agents in others, each in its own clone
+of the repository, joined by veth pairs through a bridge (``netns.py``); everything
+the agents say crosses those links over CURVE.  The namespaces are made and removed
+by the fixture (as root, with ``ip``; otherwise every test here is skipped and says
+why)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import (
+    LOCKSTEP,
+    Result,
+    _git,
+    end_process,
+    env_for,
+    make_repo,
+    wait_until,
+)
+from .netns import Hosts, skip_reason
+
+FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
+PORT = 7400
+
+_why_not = skip_reason()
+needs_netns = pytest.mark.skipif(_why_not is not None, reason=f"multi-host tests: {_why_not}")
+
+
+class Net:
+    """Hosts, the processes started on them, and CLI calls on a host."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.hosts = Hosts(["coord", "a", "b"])
+        self.procs: list[subprocess.Popen] = []
+
+    def run(self, host: str, *args: str, cwd: Path, timeout: float = 30) -> Result:
+        proc = subprocess.run(
+            [*self.hosts.prefix(host), *LOCKSTEP, *args], cwd=cwd, env=env_for(), capture_output=True, text=True, timeout=timeout
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def start(self, host: str, *args: str, cwd: Path) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [*self.hosts.prefix(host), *LOCKSTEP, *args], cwd=cwd, env=env_for(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def serve(self, root: Path, *args: str) -> str:
+        """Serve ``root``'s repository on the coord host; returns its CURVE endpoint."""
+        endpoint = f"tcp://{self.hosts.address['coord']}:{PORT}"
+        proc = self.start("coord", "serve", "--endpoint", endpoint, "--curve", *FAST, *args, cwd=root)
+        state = root / ".git" / "lockstep" / "coordinator.json"
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"coordinator exited with {proc.returncode}: {proc.stderr.read()}")
+            try:
+                return json.loads(state.read_text()).get("pid") == proc.pid
+            except (OSError, ValueError):
+                return False
+
+        wait_until(ready, timeout=20, what="the coordinator to serve")
+        return endpoint
+
+    def clone(self, origin: Path, name: str) -> Path:
+        """A clone of ``origin`` for a host: its own .git, its own state directory."""
+        path = self.tmp / name
+        _git(self.tmp, "clone", "-q", str(origin), str(path))
+        return path
+
+    def join(self, root: Path, host: str, clone: Path, name: str) -> dict:
+        invited = self.run("coord", "invite", name, "--ttl", "5m", "--json", cwd=root)
+        assert invited.rc == 0, invited
+        joined = self.run(host, "join", invited.json["token"], "--json", cwd=clone)
+        assert joined.rc == 0, joined
+        return joined.json
+
+    def status(self, root: Path) -> dict:
+        result = self.run("coord", "status", "--json", cwd=root)
+        assert result.rc == 0, result
+        return result.json
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            end_process(proc)
+        self.hosts.close()
+
+
+@pytest.fixture
+def net(tmp_path: Path):
+    net = Net(tmp_path)
+    try:
+        net.hosts.build()
+        yield net
+    finally:
+        net.close()  # processes first, then every namespace, whatever happened
+
+
+@pytest.fixture
+def origin(tmp_path: Path):
+    return make_repo(tmp_path / "origin")
+
+
+@needs_netns
+def test_enrolled_agents_on_two_hosts_claim_and_are_refused_as_locally(net: Net, origin):
+    net.serve(origin.root)
+    clone_a, clone_b = net.clone(origin.root, "host-a"), net.clone(origin.root, "host-b")
+    joined = net.join(origin.root, "a", clone_a, "alice")
+    assert joined["agent"] == "alice"
+    keyfile = Path(joined["keyfile"])
+    assert keyfile.stat().st_mode & 0o777 == 0o600 and keyfile.is_relative_to(clone_a / ".git")
+    assert "lockstep" not in _git(clone_a, "status", "--porcelain")  # nothing tracked or untracked in the worktree
+    net.join(origin.root, "b", clone_b, "bob")
+
+    granted = net.run("a", "claim", "src/app.py", "--agent", "alice", "--json", cwd=clone_a)
+    assert granted.rc == 0 and granted.json["granted"], granted
+    refused = net.run("b", "claim", "src/app.py", "--agent", "bob", "--json", cwd=clone_b)
+    assert refused.rc == 1 and not refused.json["granted"], refused
+    assert "alice" in refused.out  # the holder on the other host, by name
+    blocked = net.run("b", "intent", "src/app.py", "--agent", "bob", "--json", cwd=clone_b)
+    assert blocked.rc == 1 and blocked.json["verdict"] == "block", blocked
+    # Paths are repo-relative from any clone: the coordinator sees one repository.
+    status = net.status(origin.root)
+    assert [(c["holder"], c["pattern"]) for c in status["claims"]] == [("alice", "src/app.py")]
+    assert {a["name"] for a in status["agents"]} == {"alice", "bob"}
+
+    # Bob's key may act only as bob: impersonation is refused, counted and logged.
+    forged = net.run("b", "claim", "src/other.py", "--agent", "alice", "--json", cwd=clone_b)
+    assert forged.rc == 1 and forged.json["error"]["code"] == "forbidden", forged
+    stop = net.run("b", "stop", "--json", cwd=clone_b)  # an operator verb from another host
+    assert stop.rc == 1 and stop.json["error"]["code"] == "forbidden", stop
+    remote = net.status(origin.root)["statistics"]["remote"]
+    assert remote["forbidden"] == 2 and remote["keys"] == 2
+    assert "forbidden" in (origin.state_dir / "coordinator.log").read_text()
+
+    # A used token does not enroll twice.
+    token = net.run("coord", "invite", "carol", "--json", cwd=origin.root).json["token"]
+    clone_c = net.clone(origin.root, "host-b-carol")
+    assert net.run("b", "join", token, "--json", cwd=clone_c).rc == 0
+    again = net.run("b", "join", token, "--json", cwd=net.clone(origin.root, "host-b-again"))
+    assert again.rc == 1 and again.json["error"]["code"] == "revoked", again
+
+    # Revoked: refused at once, before the core, and counted.
+    revoked = net.run("coord", "keys", "revoke", "bob", "--json", cwd=origin.root)
+    assert revoked.rc == 0, revoked
+    after = net.run("b", "claim", "src/new.py", "--agent", "bob", "--json", cwd=clone_b)
+    assert after.rc == 1 and after.json["error"]["code"] == "revoked", after
+    listed = net.run("coord", "keys", "list", "--json", cwd=origin.root).json["keys"]
+    assert {(k["name"], k["state"]) for k in listed} == {("alice", "enrolled"), ("bob", "revoked"), ("carol", "enrolled")}
+    remote = net.status(origin.root)["statistics"]["remote"]
+    assert remote["refused_revoked_key"] >= 1
+
+
+@needs_netns
+def test_keys_from_elsewhere_and_other_repositories_are_refused(net: Net, origin, tmp_path: Path):
+    endpoint = net.serve(origin.root)
+    clone = net.clone(origin.root, "host-a")
+    # A key another coordinator enrolled (this one never saw it): refused at the handshake.
+    import zmq
+
+    public, secret = zmq.curve_keypair()
+    server_key = json.loads((origin.state_dir / "curve.key").read_text())["public"]
+    (clone / ".git" / "lockstep").mkdir(mode=0o700)
+    (clone / ".git" / "lockstep" / "remote.json").write_text(json.dumps({
+        "agent": "mallory", "endpoints": [endpoint], "pub": [], "server_key": server_key,
+        "public": public.decode(), "secret": secret.decode(),
+    }))
+    stranger = net.run("a", "claim", "src/app.py", "--agent", "mallory", "--json", cwd=clone)
+    assert stranger.rc == 1 and stranger.json["error"]["code"] == "revoked", stranger
+    assert net.status(origin.root)["statistics"]["remote"]["refused_unknown_key"] >= 1
+    assert net.status(origin.root)["claims"] == []
+
+    # A clone of another repository is told so at enrollment (its root commit differs).
+    other = make_repo(tmp_path / "elsewhere" / "unrelated")
+    token = net.run("coord", "invite", "dave", "--json", cwd=origin.root).json["token"]
+    wrong = net.run("a", "join", token, "--json", cwd=other.root)
+    assert wrong.rc == 2 and wrong.json["error"]["code"] == "wrong_repo", wrong
+    assert "another repository" in wrong.json["error"]["message"]
+
+
+@needs_netns
+def test_a_cut_link_makes_the_remote_agent_stale_and_its_claims_are_fenced(net: Net, origin):
+    net.serve(origin.root)
+    clone_a, clone_b = net.clone(origin.root, "host-a"), net.clone(origin.root, "host-b")
+    net.join(origin.root, "a", clone_a, "alice")
+    net.join(origin.root, "b", clone_b, "bob")
+    net.start("a", "run", "--agent", "alice", "--", "sleep", "120", cwd=clone_a)
+    wait_until(lambda: any(a["name"] == "alice" and a["state"] == "alive" for a in net.status(origin.root)["agents"]),
+               timeout=20, what="alice's run session")
+    claimed = net.run("a", "claim", "src/app.py", "--agent", "alice", "--json", cwd=clone_a)
+    assert claimed.rc == 0, claimed
+    token = claimed.json["token"]
+
+    net.hosts.cut("a")
+    wait_until(lambda: not net.status(origin.root)["claims"], timeout=20, what="alice's claim to be released")
+    assert any(a["name"] == "alice" and a["state"] != "alive" for a in net.status(origin.root)["agents"])
+
+    def bob_gets_it():
+        result = net.run("b", "claim", "src/app.py", "--agent", "bob", "--json", cwd=clone_b)
+        return result.json if result.rc == 0 else None
+
+    bob = wait_until(bob_gets_it, timeout=20, interval=0.2, what="bob's grant after the lock delay")
+    assert bob["token"] > token
+
+    net.hosts.restore("a")
+    fenced = net.run("a", "intent", "src/app.py", "--agent", "alice", "--token", str(token), "--json", cwd=clone_a)
+    assert fenced.rc == 1 and fenced.json["verdict"] == "block", fenced
+    assert f"token {token}" in fenced.json["reason"]
+
+
+def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
+    """The same enrollment and refusals over loopback tcp, for machines without root."""
+    from .conftest import cli
+
+    origin = make_repo(tmp_path / "origin")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    coordinator_in(origin, "--endpoint", f"tcp://127.0.0.1:{port}", "--pub-endpoint", "tcp://127.0.0.1:0", "--curve", *FAST)
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--json", cwd=clone).rc == 0
+    assert cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=clone).rc == 0
+    forged = cli("claim", "src/x.py", "--agent", "bob", "--json", cwd=clone)
+    assert forged.rc == 1 and forged.json["error"]["code"] == "forbidden"
+    local = cli("claim", "src/app.py", "--agent", "bob", "--json", cwd=origin.root)  # a local agent, on ipc
+    assert local.rc == 1 and "alice" in local.out
+
+
+def test_a_non_loopback_endpoint_without_curve_is_refused(repo):
+    from .conftest import cli
+
+    refused = cli("serve", "--endpoint", "tcp://10.1.2.3:7400", "--json", cwd=repo.root)
+    assert refused.rc == 2 and "--curve" in refused.json["error"]["message"]
