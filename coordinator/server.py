@@ -44,6 +44,7 @@ import zmq
 
 from ledger import Ledger, LedgerError
 from ledger.records import ClaimReleased, LedgerCompacted
+from ledger.records import PeerCutOff
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
@@ -87,6 +88,7 @@ from .landing import LandQueue
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
 from .remote import REMOTE_PEER, ZAP_ENDPOINT, RemoteGate
+from .replies import PIPE_REPLIES, CutOff, PeerQueues
 from .settings import Settings
 
 log = logging.getLogger("lockstep")
@@ -101,6 +103,9 @@ STORAGE_RETRY_FIRST = 0.25  # seconds before the first retry of an unwritable le
 STORAGE_RETRY_MAX = 5.0
 COMPACT_PAUSE = 0.005  # seconds between compaction slices
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
+REPLY_RETRY_FIRST = 0.001  # seconds before replies waiting for a full peer are retried
+REPLY_RETRY_MAX = 0.05
+PEERS_NAMED = 10_000  # connections whose last session is remembered (to name a cut-off peer)
 
 
 class StorageFailed(UsageError):
@@ -152,6 +157,9 @@ class Server:
         self._recovering = False
         self._started = False  # the new epoch is in the ledger
         self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT)
+        self._replies = PeerQueues(self._route, budget=settings.reply_budget * 1024 * 1024)
+        self._replies_waiting = trio.Event()  # set while some peer has replies queued
+        self._peer_sessions: dict[bytes, str] = {}  # connection -> the last session it spoke for
         self._stop = trio.Event()
         self._stop_reason = ""
         self._snapshot_at = 0  # ledger id of the newest snapshot this process saved
@@ -169,7 +177,8 @@ class Server:
         with ExitStack() as stack:
             stack.callback(ctx.term)
             try:
-                self.ledger = Ledger.open(self.place.state_dir / LEDGER_FILE)
+                # fsync = "power-loss": every batch's commit is fsynced before its replies leave.
+                self.ledger = Ledger.open(self.place.state_dir / LEDGER_FILE, fsync_every_commit=self.settings.fsync == "power-loss")
             except LedgerError as exc:  # cannot even open it (a new ledger on a full disk)
                 raise StorageFailed(str(exc)) from None
             stack.callback(self.ledger.close)
@@ -205,8 +214,8 @@ class Server:
                     raise StorageFailed(f"cannot write the state file in {self.place.state_dir}: {exc.strerror}") from None
                 stack.callback(remove_state, self.place.state_dir, os.getpid())
                 log.info(
-                    "serving %s (epoch %d, mode %s) on %s, publishing on %s; %d live agents, %d claims restored",
-                    self.place.repo_id, self.core.registry.epoch, self.settings.mode,
+                    "serving %s (epoch %d, mode %s, fsync %s) on %s, publishing on %s; %d live agents, %d claims restored",
+                    self.place.repo_id, self.core.registry.epoch, self.settings.mode, self.settings.fsync,
                     self.endpoint, self.pub_endpoint,
                     sum(1 for a in self.core.registry.agents.values() if a.live), len(self.core.registry.claims),
                 )
@@ -226,6 +235,7 @@ class Server:
                     nursery.start_soon(self._serve_zap)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
+                nursery.start_soon(self._flush_replies)
                 nursery.start_soon(self._watch_signals)
                 task_status.started(self)
                 await self._stop.wait()
@@ -240,11 +250,13 @@ class Server:
         """The shell's components, for ``status`` and ``top`` (the core adds its own)."""
         return {
             "ledger": msgspec.to_builtins(self.ledger.statistics()),
+            "durability": self.settings.fsync,
             "probes": msgspec.to_builtins(self._jobs.pool_statistics()),
             "pids_watched": len(self._pids),
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
             **({"remote": self._remote.statistics()} if self._remote is not None else {}),
+            "replies": self._replies.statistics(),
             "storage": (
                 {"error": self._storage_error, "for_s": round(trio.current_time() - self._storage_since, 3)}
                 if self._storage_error is not None else {}
@@ -289,6 +301,10 @@ class Server:
         raw.setsockopt(zmq.RCVHWM, 100_000)
         if kind == zmq.ROUTER:
             raw.setsockopt(zmq.MAXMSGSIZE, HARD_FRAME_LIMIT)
+            # Replies zmq holds for one peer are few; the rest wait, counted in bytes, in
+            # PeerQueues (replies.py).  MANDATORY: a full pipe is an error, not a silent drop.
+            raw.setsockopt(zmq.SNDHWM, PIPE_REPLIES)
+            raw.setsockopt(zmq.ROUTER_MANDATORY, 1)
         raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT; IPv4 addresses still work
         path = Path(endpoint[len("ipc://") :]) if endpoint.startswith("ipc://") else None
         if path is not None:
@@ -405,6 +421,12 @@ class Server:
                             continue
                         costly.add(peer)
                     messages.append((peer, message))
+                    session = getattr(message, "session", None)
+                    if session is not None and self._peer_sessions.get(peer) != session:
+                        self._peer_sessions.pop(peer, None)
+                        self._peer_sessions[peer] = session
+                        if len(self._peer_sessions) > PEERS_NAMED:
+                            del self._peer_sessions[next(iter(self._peer_sessions))]
                 for deferred in later.values():
                     fair.put_back(deferred)
                 await self._know_heads(messages)
@@ -532,6 +554,7 @@ class Server:
                     log.info("%s %s %s", r.KIND, r.agent or "", getattr(r, "reason", None) or getattr(r, "patterns", None) or "")
                 elif isinstance(r, ClaimReleased) and r.revoked is True:
                     log.warning("claim.released %s %s: %s", r.agent, ", ".join(r.patterns), r.reason)
+        cut_offs: list[CutOff] = []
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
@@ -540,7 +563,7 @@ class Server:
                             message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running(),
                             landings=self._landings.queued()
                         )
-                    self._send(peer, encode(message))
+                    self._reply(peer, encode(message), cut_offs)
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
                 case Publish(kind=kind, message=message):
@@ -558,6 +581,54 @@ class Server:
                     self._nursery.start_soon(self._check_uncommitted, effect)
                 case StopServing(reason=reason):
                     self.stop(reason)
+        if cut_offs:
+            await self._record_cut_offs(cut_offs)
+
+    # ------------------------------------------------------------------ unread replies
+
+    def _route(self, peer: bytes, frame: bytes) -> str:
+        if peer[:3] == REMOTE_PEER and self._remote_router is not None:
+            return self._remote_router.send_routed_nowait(peer[3:], frame)
+        return self._router.send_routed_nowait(peer, frame)
+
+    def _reply(self, peer: bytes, frame: bytes, cut_offs: list[CutOff]) -> None:
+        """Send a reply now, or queue it behind the peer's unread ones (replies.py)."""
+        cut = self._replies.send(peer, frame)
+        if cut is not None:
+            cut_offs.append(cut)
+        if self._replies.pending() and not self._replies_waiting.is_set():
+            self._replies_waiting.set()
+
+    async def _flush_replies(self) -> None:
+        """Retry the replies waiting for peers whose pipes were full, with back-off."""
+        while True:
+            await self._replies_waiting.wait()
+            delay = REPLY_RETRY_FIRST
+            while self._replies.pending():
+                await trio.sleep(delay)
+                moved = self._replies.flush()
+                delay = REPLY_RETRY_FIRST if moved else min(delay * 2, REPLY_RETRY_MAX)
+            self._replies_waiting = trio.Event()
+
+    async def _record_cut_offs(self, cut_offs: list[CutOff]) -> None:
+        """Name each peer cut off in the log and the ledger (called inside the turn)."""
+        records = []
+        for cut in cut_offs:
+            session = self._peer_sessions.get(cut.peer)
+            agent = self.core.registry.sessions.get(session) if session else None
+            name = agent.name if agent is not None else None
+            log.warning(
+                "cut off connection %s%s: %d unread replies (%d bytes) dropped, over its budget of %d bytes; its session goes on",
+                cut.peer.hex(), f" (agent {name}, session {session})" if name else "", cut.replies, cut.bytes, self._replies.budget,
+            )
+            records.append(PeerCutOff(
+                agent=name, session=session if name else None, peer=cut.peer.hex(),
+                replies=cut.replies, bytes=cut.bytes, budget=self._replies.budget,
+            ))
+        try:
+            await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=self.core.registry.epoch))
+        except LedgerError as exc:  # the log line stands; the storage guard handles the disk
+            log.warning("could not record a cut-off in the ledger: %s", exc)
 
     async def _compact(self, peer: bytes, message: Compact) -> None:
         """Snapshot first (in the turn: registry == ledger up to ``upto``), then remove
@@ -577,7 +648,7 @@ class Server:
                 stats = self.ledger.statistics()
                 kept = await trio.to_thread.run_sync(self.ledger.count)
             except (LedgerError, sqlite3.Error) as exc:
-                self._router.send_multipart_nowait([peer, encode(Error(req=message.req, code="unavailable", message=f"compaction stopped: {exc}"))])
+                self._send(peer, encode(Error(req=message.req, code="unavailable", message=f"compaction stopped: {exc}")))
                 return
             if removed:
                 log.info("ledger compacted: %d events removed (covered by the snapshot at %d)", removed, upto)
@@ -586,7 +657,7 @@ class Server:
                 req=message.req, removed=removed, upto=upto, kept=kept,
                 db_size_bytes=stats.db_size_bytes, wal_size_bytes=stats.wal_size_bytes,
             )
-            self._router.send_multipart_nowait([peer, encode(reply)])
+            self._send(peer, encode(reply))
 
     async def _check_uncommitted(self, check: CheckUncommitted) -> None:
         """An ended session's worktree, read off the request loop (git status)."""
@@ -595,10 +666,8 @@ class Server:
             await self.apply(lambda now: self.core.uncommitted_at_end(check.session, check.patterns, paths, now))
 
     def _send(self, peer: bytes, frame: bytes) -> None:
-        if peer[:3] == REMOTE_PEER and self._remote_router is not None:
-            self._remote_router.send_multipart_nowait([peer[3:], frame])
-        else:
-            self._router.send_multipart_nowait([peer, frame])
+        """A reply outside a turn's effects (a cut-off it causes is not recorded)."""
+        self._reply(peer, frame, [])
 
     def _publish(self, frames: list[bytes]) -> None:
         self._pub.send_multipart_nowait(frames)
@@ -666,7 +735,7 @@ class Server:
             match effect:
                 case Send(peer, message) if peer is not None:
                     error = Error(req=getattr(message, "req", 0), code="unavailable", message=cause)
-                    self._send(peer, encode(error))
+                    self._reply(peer, encode(error), [])
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
                 case StopServing(reason=reason):

@@ -14,7 +14,9 @@ transaction:
   ``records()`` reads them back typed, ``events()`` as plain rows.
 * Commits run with ``synchronous=NORMAL`` (survives a killed process, may lose
   the last commits on power loss); ``durable=True`` switches that one commit to
-  ``synchronous=FULL`` and back.
+  ``synchronous=FULL`` and back.  ``Ledger.open(..., fsync_every_commit=True)`` runs
+  every commit with ``FULL`` (WAL: the log is fsynced at each commit), so a returned
+  ``append`` survives power loss too; one batch is one commit, so one fsync per batch.
 * Auto-checkpoint is off.  The owner calls ``checkpoint()`` periodically, from a
   worker thread; it runs a PASSIVE checkpoint on a second connection, so it never
   blocks (or is blocked by) an append running in another thread.
@@ -123,6 +125,7 @@ class LedgerStatistics(msgspec.Struct, frozen=True):
     db_size_bytes: int
     wal_size_bytes: int
     migrations_applied: tuple[int, ...] = ()
+    fsync_every_commit: bool = False  # synchronous=FULL at every commit (fsync = "power-loss")
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -404,8 +407,10 @@ class Ledger(LedgerReader):
         conn: sqlite3.Connection,
         last_id: int,
         migrations_applied: tuple[int, ...],
+        fsync_every_commit: bool = False,
     ) -> None:
         super().__init__(path, conn, SCHEMA_VERSION)
+        self.fsync_every_commit = fsync_every_commit
         self._last_id = last_id
         self._migrations_applied = migrations_applied
         self._events_appended = 0
@@ -416,11 +421,12 @@ class Ledger(LedgerReader):
         self._ckpt_conn: sqlite3.Connection | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Ledger:
+    def open(cls, path: str | os.PathLike[str], *, fsync_every_commit: bool = False) -> Ledger:
         """Open (creating with mode 0600, or migrating) the ledger at ``path``.
 
-        The parent directory must exist.  Sets WAL mode, ``synchronous=NORMAL``,
-        ``wal_autocheckpoint=0`` and a busy timeout on the write connection.
+        The parent directory must exist.  Sets WAL mode, ``synchronous=NORMAL`` (``FULL``
+        with ``fsync_every_commit``), ``wal_autocheckpoint=0`` and a busy timeout on the
+        write connection.
         """
         path = Path(path)
         if not path.parent.is_dir():
@@ -441,7 +447,7 @@ class Ledger(LedgerReader):
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise LedgerError(f"ledger {path}: could not enable WAL (journal_mode={mode})")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if fsync_every_commit else 'NORMAL'}")
             conn.execute("PRAGMA wal_autocheckpoint=0")
             conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT:d}")
             applied = migrate(Database(conn, execute_plugins=False), str(path))
@@ -452,11 +458,12 @@ class Ledger(LedgerReader):
         except BaseException:
             conn.close()
             raise
-        return cls(path, conn, last_id, applied)
+        return cls(path, conn, last_id, applied, fsync_every_commit)
 
     @contextmanager
     def _write(self, durable: bool) -> Iterator[sqlite3.Connection]:
         """One write transaction on the locked write connection; FULL sync if durable."""
+        durable = durable and not self.fsync_every_commit  # FULL already
         with self._locked() as conn:
             if durable:
                 conn.execute("PRAGMA synchronous=FULL")  # not allowed inside a transaction
@@ -473,7 +480,7 @@ class Ledger(LedgerReader):
                 if durable:
                     conn.execute("PRAGMA synchronous=NORMAL")
             self._transactions += 1
-            self._durable_transactions += durable
+            self._durable_transactions += durable or self.fsync_every_commit
 
     def append(self, records: Sequence[Record], *, epoch: int, durable: bool = False) -> list[int]:
         """Append ``records`` in one transaction; return their new ids, in order.
@@ -486,6 +493,7 @@ class Ledger(LedgerReader):
         rows = _encode_batch(records, epoch)
         if not rows:
             return []
+        switch = durable and not self.fsync_every_commit  # FULL already otherwise
         # The hot path: written out instead of ``with self._write(...)`` (~15% faster
         # for one-record batches).  Ids come from the cached last id, not max(id):
         # with one writer they are the same; a second writer makes the insert hit
@@ -497,7 +505,7 @@ class Ledger(LedgerReader):
             first = self._last_id + 1
             ts = time.time()
             try:
-                if durable:
+                if switch:
                     conn.execute("PRAGMA synchronous=FULL")  # not allowed inside a transaction
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -509,7 +517,7 @@ class Ledger(LedgerReader):
                             conn.execute("ROLLBACK")
                         raise
                 finally:
-                    if durable:
+                    if switch:
                         conn.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.IntegrityError as e:
                 self._last_id = conn.execute(_MAX_ID).fetchone()[0]
@@ -522,7 +530,7 @@ class Ledger(LedgerReader):
             self._last_id = last = first + len(rows) - 1
             self._events_appended += len(rows)
             self._transactions += 1
-            self._durable_transactions += durable
+            self._durable_transactions += durable or self.fsync_every_commit
         return list(range(first, last + 1))
 
     def save_snapshot(self, upto_event_id: int, blob: bytes) -> None:
@@ -627,6 +635,7 @@ class Ledger(LedgerReader):
             db_size_bytes=_file_size(str(self._path)),
             wal_size_bytes=_file_size(f"{self._path}-wal"),
             migrations_applied=self._migrations_applied,
+            fsync_every_commit=self.fsync_every_commit,
         )
 
     def close(self) -> None:

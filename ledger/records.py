@@ -448,6 +448,17 @@ class Notice(Record, frozen=True, kw_only=True):
     operator: bool | UnsetType = UNSET
 
 
+class PeerCutOff(Record, frozen=True, kw_only=True):
+    """A client passed its budget of unread replies: they were dropped (coordinator/replies.py)."""
+
+    KIND: ClassVar[str] = "peer.cut_off"
+
+    peer: str  # the connection's routing id, hex
+    replies: int  # replies dropped
+    bytes: int  # their size
+    budget: int
+
+
 class TaskQueued(Record, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "task.queued"
 
@@ -528,7 +539,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,
-    RuleDecided, RuleResponse, Notice, TaskQueued,
+    RuleDecided, RuleResponse, Notice, TaskQueued, PeerCutOff,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,
     PlanFinished, PlanFailed, PlanEscalated,

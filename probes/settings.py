@@ -21,6 +21,7 @@ from probes.schema import PositiveSeconds, Seconds, Table, format_duration
 
 Mode = Literal["parallel-strict", "parallel-warn", "serial"]
 FreshBase = Literal["block", "warn", "off"]
+Fsync = Literal["process-crash", "power-loss"]
 VerifyPolicy = Literal["after-each-edit-batch", "before-final-answer", "off"]
 MODES: tuple[str, ...] = get_args(Mode)
 VERIFY_POLICIES: tuple[str, ...] = get_args(VerifyPolicy)
@@ -62,6 +63,15 @@ class CoordinatorConfig(Table):
         "(a stale base: a merge conflict later): block it / warn / off (parallel-warn mode only warns)",
         flag="--fresh-base",
     )] = "block"
+    fsync: Annotated[Fsync, setting(
+        "what an answered request survives: a killed coordinator (commits are not fsynced) / also power loss "
+        "and kernel crashes (every batch is fsynced before its replies leave; see Durability in the README)",
+        flag="--fsync",
+    )] = "process-crash"
+    reply_budget: Annotated[int, Meta(ge=1, le=4096), setting(
+        "MiB of replies one client has not read that the coordinator keeps for it; past that the client is cut off "
+        "(its unread replies dropped, a `peer.cut_off` event) and its session goes on",
+    )] = 16
     integration_branch: Annotated[str, setting(
         "the branch agents merge into (default: the branch checked out in the main worktree, else main or master)",
         flag="--integration-branch", metavar="BRANCH",

@@ -30,6 +30,7 @@ hand one to ``trio.to_thread``.
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -133,6 +134,25 @@ class TrioSocket:
             return True
         except zmq.Again:
             return False
+        finally:
+            self._after_zmq_call()
+
+    def send_routed_nowait(self, peer: bytes, frame: bytes) -> str:
+        """On a ROUTER with ``ROUTER_MANDATORY``: send one frame to ``peer``.  Returns
+        ``"sent"``, ``"full"`` (the peer's pipe is at its SNDHWM) or ``"gone"`` (no such
+        peer is connected)."""
+        self._check_open()
+        send = self.socket.send
+        try:
+            send(peer, _NOBLOCK_MORE)  # routing fails here, or not at all
+            send(frame, _NOBLOCK)
+            return "sent"
+        except zmq.Again:
+            return "full"
+        except zmq.ZMQError as exc:
+            if exc.errno == errno.EHOSTUNREACH:
+                return "gone"
+            raise
         finally:
             self._after_zmq_call()
 

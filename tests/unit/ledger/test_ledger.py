@@ -211,6 +211,24 @@ def test_durable_append_restores_normal_sync(led):
     assert [e.data for e in led.events()] == [{"upto": 1000}]
 
 
+def test_fsync_every_commit_keeps_full_sync_through_durable_commits(tmp_path):
+    led = Ledger.open(tmp_path / "ledger.db", fsync_every_commit=True)
+    try:
+        def synchronous() -> int:  # of the *write* connection; 2 = FULL
+            return led._conn.execute("PRAGMA synchronous").fetchone()[0]
+
+        assert synchronous() == 2
+        led.append([Record("a")], epoch=1)
+        led.append([Record("token.reserved", data={"upto": 1000})], epoch=1, durable=True)
+        led.set_meta("epoch", "2", durable=True)
+        led.set_meta("note", "x")
+        assert synchronous() == 2  # never dropped back to NORMAL
+        stats = led.statistics()
+        assert stats.fsync_every_commit and stats.transactions == stats.durable_transactions == 4
+    finally:
+        led.close()
+
+
 def test_events_table_is_append_only(led):
     led.append([Record("a", data={"v": 1}), Record("b")], epoch=1)
     with raw(led.path) as other:

@@ -106,6 +106,7 @@ SAMPLES: list[rec.Record] = [
     rec.RuleResponse(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"], outcome="asked a to retry"),
     rec.Notice(agent=None, message="endpoint failing", operator=True),
     rec.TaskQueued(agent="b", task="fix the build", because="build produced nothing"),
+    rec.PeerCutOff(agent="a", session="1.2", peer="00e1f2", replies=40, bytes=17_000_000, budget=16_777_216),
     *(cls(agent="a", **_transition(kind)) for kind, cls in rec.PLAN_TRANSITIONS.items()),
 ]
 

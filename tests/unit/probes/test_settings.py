@@ -49,7 +49,7 @@ def test_serve_flags_are_generated_from_the_schema():
     options = {opt for param in serve.params if isinstance(param, click.Option) for opt in param.opts}
     flags = {s.flag for s in settings() if s.flag}
     assert flags <= options
-    assert flags == {"--mode", "--heartbeat", "--liveness", "--lock-delay", "--no-auto-claim", "--oneshot-ttl", "--fresh-base", "--integration-branch"}
+    assert flags == {"--mode", "--heartbeat", "--liveness", "--lock-delay", "--no-auto-claim", "--oneshot-ttl", "--fresh-base", "--integration-branch", "--fsync"}
 
 
 def test_coordinator_settings_are_the_schema_fields_flat():

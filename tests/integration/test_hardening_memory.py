@@ -1,0 +1,95 @@
+"""Bounded memory per peer (issue 7, failure 3): a client that sends requests and never
+reads its replies is cut off at its byte budget; the coordinator's memory stays bounded,
+the cut-off is in the ledger and the log, and every other client is still served.
+
+Real coordinator process, real zmq sockets, a real never-reading DEALER."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import psutil
+import zmq
+
+from protocol import messages as m
+from protocol.codec import encode
+
+from .conftest import wait_until
+from .test_bad_input import RawClient
+
+STEADY = ("--heartbeat", "1", "--liveness", "30")
+CLAIMS = 1000
+LONG = "/".join(["d" * 60] * 7)  # a ~430-character directory: a status reply of ~0.5 MB
+STATUSES = 1500  # ~750 MB of replies if nothing bounded them
+GROWTH_BOUND = 300 * 1024 * 1024  # generous: the budget is 16 MiB, plus 16 replies in zmq
+
+
+def _events(repo, kind: str) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute("select agent, session, data from events where kind = ?", (kind,)).fetchall()
+    finally:
+        conn.close()
+
+
+def _hold_many_claims(raw: RawClient) -> str:
+    raw.send(encode(m.Hello(agent="hoarder", req=1)))
+    session = raw.reply().session
+    for start in range(0, CLAIMS, 250):
+        paths = [f"{LONG}/f{i}.py" for i in range(start, start + 250)]
+        raw.send(encode(m.Claim(session=session, paths=paths, req=2 + start)))
+        assert isinstance(raw.reply(timeout_ms=20_000), m.Granted)
+    return session
+
+
+def _messages_handled(raw: RawClient, req: int) -> int:
+    raw.send(encode(m.Status(req=req)))
+    reply = raw.reply(timeout_ms=20_000)
+    return reply.statistics["core"]["messages"]
+
+
+def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(repo, coordinator):
+    c = coordinator(*STEADY)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    quiet = RawClient(endpoint)
+    hog_ctx = zmq.Context()
+    hog = hog_ctx.socket(zmq.DEALER)
+    hog.setsockopt(zmq.LINGER, 0)
+    hog.setsockopt(zmq.RCVHWM, 1)  # it holds (almost) nothing itself: the coordinator must
+    try:
+        session = _hold_many_claims(quiet)
+        coordinator_process = psutil.Process(c.pid)
+        start = _messages_handled(quiet, 90_000)
+        before = coordinator_process.memory_info().rss
+        hog.connect(endpoint)
+        for i in range(STATUSES):  # requests it will never read the answers of
+            assert hog.poll(20_000, zmq.POLLOUT), "the coordinator stopped taking requests"
+            hog.send(encode(m.Status(req=i)), zmq.NOBLOCK)
+        peak = before
+        polls = 0
+
+        def all_handled() -> bool:
+            nonlocal peak, polls
+            peak = max(peak, coordinator_process.memory_info().rss)
+            polls += 1
+            # The quiet client is answered all along, while the hog's requests are handled.
+            return _messages_handled(quiet, 90_000 + polls) >= start + STATUSES + polls
+
+        wait_until(all_handled, timeout=240, interval=0.2, what="the coordinator to handle every status of the hog")
+        peak = max(peak, coordinator_process.memory_info().rss)
+        assert peak - before < GROWTH_BOUND, f"coordinator grew by {(peak - before) >> 20} MiB"
+
+        cut = _events(repo, "peer.cut_off")
+        assert cut, "no peer.cut_off event in the ledger"
+        data = json.loads(cut[0][2])
+        assert data["bytes"] > data["budget"] == 16 * 1024 * 1024 and data["replies"] >= 1 and data["peer"]
+
+        # The quiet client is still served, grants included; its session was never harmed.
+        quiet.send(encode(m.Claim(session=session, paths=["src/after.py"], req=99_999)))
+        assert isinstance(quiet.reply(timeout_ms=20_000), m.Granted)
+        assert "cut off connection" in (repo.state_dir / "coordinator.log").read_text()
+    finally:
+        hog.close()
+        hog_ctx.term()
+        quiet.close()
