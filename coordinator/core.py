@@ -915,40 +915,41 @@ class Core:
 
     def _on_status(self, peer, msg: m.Status, now: float) -> None:
         reg = self.registry
-        agents = [
-            m.AgentInfo(
-                name=a.name,
-                state=a.state,
-                session=a.session,
-                kind=a.kind,
-                pid=a.pid,
-                worktree=a.worktree,
-                last_seen_ago=round(max(0.0, now - a.seen), 3),
-                reason=a.reason,
-                ttl_left=round(max(0.0, a.ttl - (now - a.last_seen)), 3) if a.live and a.ttl is not None else None,
+        name = msg.agent
+        if name is not None:
+            check_agent_name(name)
+        query = Pattern.parse(msg.path) if msg.path is not None else None
+        agents = sorted((a for a in reg.agents.values() if name is None or a.name == name), key=lambda a: a.name)
+        if query is not None:
+            entries = [e for _, e in reg.claims.overlapping(query)]
+            holds = [h for _, h in reg.holds.overlapping(query)]
+            merge_holds = [h for _, h in reg.merge_holds.overlapping(query)]
+        else:
+            entries = reg.entries_of(name) if name is not None else list(reg.all_entries())
+            holds = reg.all_holds()
+            merge_holds = list(reg.merge_holds_by_path.values())
+        if name is not None:
+            entries = [e for e in entries if e.agent == name]
+            holds = [h for h in holds if h.former == name]
+            merge_holds = [h for h in merge_holds if h.holder == name]
+        holds = [h for h in holds if h.until > now]
+        counts = {"agents": len(agents), "claims": len(entries), "holds": len(holds), "merge_holds": len(merge_holds)}
+        listed = _status_size(agents, entries, holds, merge_holds)
+        summarised = listed > m.STATUS_LIST_LIMIT
+        by_holder: dict[str, int] = {}
+        note = ""
+        if summarised:
+            for e in entries:
+                by_holder[e.agent] = by_holder.get(e.agent, 0) + 1
+            by_holder = dict(sorted(by_holder.items(), key=lambda kv: (-kv[1], kv[0]))[:HOLDERS_SUMMARISED])
+            note = (
+                f"{counts['claims']:,} claims, {counts['holds']:,} holds and {counts['merge_holds']:,} merge holds are too many "
+                f"to list (about {listed / 1e6:.1f} MB, the limit is {m.STATUS_LIST_LIMIT / 1e6:.1f} MB): only counts are shown; "
+                "narrow it down with --agent NAME or --path PATTERN"
             )
-            for a in sorted(reg.agents.values(), key=lambda a: a.name)
-        ]
-        claims = [
-            m.ClaimInfo(
-                pattern=e.pattern.text,
-                holder=e.agent,
-                token=e.token,
-                access=e.access,
-                since_ago=round(max(0.0, now - e.granted), 3),
-                expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
-            )
-            for e in sorted(reg.all_entries(), key=lambda e: (e.token, e.pattern.text))
-        ]
-        holds = [
-            m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
-            for h in sorted(reg.all_holds(), key=lambda h: (h.pattern.text, h.former))
-            if h.until > now
-        ]
-        merge_holds = [
-            m.MergeHoldInfo(path=h.path.text, holder=h.holder, branch=h.short_branch, commits=list(h.commits), reason=h.describe())
-            for h in sorted(reg.merge_holds_by_path.values(), key=lambda h: h.path.text)
-        ]
+            entries, holds, merge_holds = [], [], []
+            if _status_size(agents, [], [], []) > m.STATUS_LIST_LIMIT:
+                agents = []
         stats = {"core": msgspec.to_builtins(self.statistics()), "registry": reg.snapshot_counts()}
         self._reply(
             peer,
@@ -958,12 +959,45 @@ class Core:
                 epoch=reg.epoch,
                 endpoints=self.endpoints,
                 pub=self.pub_endpoints,
-                agents=agents,
-                claims=claims,
-                holds=holds,
-                merge_holds=merge_holds,
+                agents=[
+                    m.AgentInfo(
+                        name=a.name,
+                        state=a.state,
+                        session=a.session,
+                        kind=a.kind,
+                        pid=a.pid,
+                        worktree=a.worktree,
+                        last_seen_ago=round(max(0.0, now - a.seen), 3),
+                        reason=a.reason,
+                        ttl_left=round(max(0.0, a.ttl - (now - a.last_seen)), 3) if a.live and a.ttl is not None else None,
+                    )
+                    for a in agents
+                ],
+                claims=[
+                    m.ClaimInfo(
+                        pattern=e.pattern.text,
+                        holder=e.agent,
+                        token=e.token,
+                        access=e.access,
+                        since_ago=round(max(0.0, now - e.granted), 3),
+                        expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
+                    )
+                    for e in sorted(entries, key=lambda e: (e.token, e.pattern.text))
+                ],
+                holds=[
+                    m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
+                    for h in sorted(holds, key=lambda h: (h.pattern.text, h.former))
+                ],
+                merge_holds=[
+                    m.MergeHoldInfo(path=h.path.text, holder=h.holder, branch=h.short_branch, commits=list(h.commits), reason=h.describe())
+                    for h in sorted(merge_holds, key=lambda h: h.path.text)
+                ],
                 seq=self.seq,
                 statistics=stats,
+                counts=counts,
+                summarised=summarised,
+                claims_by_holder=by_holder,
+                note=note,
             ),
         )
 
@@ -1024,6 +1058,20 @@ def _rebuilt(
         for record, ts in zip(history, times, strict=True):
             registry.apply(record, now, now - max(0.0, wall - ts))
     return registry
+
+
+HOLDERS_SUMMARISED = 1_000  # agents named in a summarised status (the biggest holders)
+
+
+def _status_size(agents, entries, holds, merge_holds) -> int:
+    """About how many bytes a status listing these would take (msgpack, field names
+    included), without building it: each kind's fixed part plus its strings."""
+    return (
+        sum(130 + len(a.name) + len(a.session) + len(a.worktree or "") + len(a.reason or "") for a in agents)
+        + sum(75 + len(e.pattern.text) + len(e.agent) for e in entries)
+        + sum(45 + len(h.pattern.text) + len(h.former) for h in holds)
+        + sum(60 + len(h.path.text) + len(h.holder) + len(h.short_branch) + 42 * len(h.commits) + 120 for h in merge_holds)
+    )
 
 
 def _summary(conflicts: list[m.Conflict]) -> str:

@@ -123,7 +123,16 @@ class Intent(Request, frozen=True, kw_only=True, tag="intent"):
 
 
 class Status(Request, frozen=True, kw_only=True, tag="status"):
-    pass
+    """The registry, or the part of it that concerns ``agent`` and/or paths overlapping
+    the pattern ``path``.  Over ``STATUS_LIST_LIMIT`` bytes the lists are left out and
+    the reply is a summary (``summarised``: counts, claims per holder, a note)."""
+
+    agent: str | None = None
+    path: str | None = None
+
+
+# Above this (estimated encoded size of what a status would list) the reply is a summary.
+STATUS_LIST_LIMIT = 1024 * 1024
 
 
 class Fresh(Request, frozen=True, kw_only=True, tag="fresh"):
@@ -366,6 +375,11 @@ class StatusReply(Reply, frozen=True, kw_only=True, tag="status_reply"):
     statistics: dict[str, Any] = {}
     jobs: list[JobInfo] = []  # running jobs (filled by the coordinator's shell)
     landings: list[Landing] = []  # the merge queue, in order (filled by the coordinator's shell)
+    # What matched the filters, listed or not: {"agents", "claims", "holds", "merge_holds"}.
+    counts: dict[str, int] = {}
+    summarised: bool = False  # too much to list: claims, holds and merge holds left out
+    claims_by_holder: dict[str, int] = {}  # when summarised: how many claims each agent holds
+    note: str = ""  # when summarised: how to narrow it down
 
 
 class Accepted(Reply, frozen=True, kw_only=True, tag="accepted"):

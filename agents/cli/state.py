@@ -64,11 +64,18 @@ def _status_payload(reply: m.StatusReply) -> dict:
         "jobs": reply.jobs,
         "landings": reply.landings,
         "statistics": reply.statistics,
+        "counts": reply.counts,
+        "summarised": reply.summarised,
+        "claims_by_holder": reply.claims_by_holder,
+        "note": reply.note,
     }
 
 
 def _status_text(reply: m.StatusReply) -> str:
     lines = [f"mode {reply.mode}, epoch {reply.epoch}, endpoint {', '.join(reply.endpoints)}", "", "agents:"]
+    durability = reply.statistics.get("durability")
+    if durability:  # what an answer survives (fsync = process-crash | power-loss)
+        lines[0] += f", durability {durability}"
     storage_error = (reply.statistics.get("storage") or {}).get("error")
     if storage_error:  # the coordinator fails closed: say so before anything else
         lines[:0] = [f"UNAVAILABLE: {storage_error}", ""]
@@ -82,7 +89,11 @@ def _status_text(reply: m.StatusReply) -> str:
     lines += ["", "claims:"]
     for c in reply.claims:
         lines.append(f"  {c.pattern:<32} {c.holder:<16} token {c.token:<6} {c.access:<9} {c.since_ago:6.1f}s")
-    if not reply.claims:
+    if reply.summarised:  # too many to list: counts, and how to narrow it down
+        for holder, count in reply.claims_by_holder.items():
+            lines.append(f"  {holder:<32} {count:,} claims")
+        lines += ["", f"note: {reply.note}"]
+    elif not reply.claims:
         lines.append("  (none)")
     if reply.holds:
         lines += ["", "held after a stale holder (lock delay):"]
@@ -100,18 +111,29 @@ def _status_text(reply: m.StatusReply) -> str:
 
 
 @main.command()
+@click.option("--agent", "agent", metavar="NAME", help="Only this agent, its claims and holds.")
+@click.option("--path", "path", metavar="PATTERN", help="Only claims and holds overlapping this path or glob (relative to the current directory).")
 @endpoint_option
 @json_option
 @handle_errors
-def status(endpoint, as_json):
+def status(agent, path, endpoint, as_json):
     """Show the mode, agents (alive / stale / gone) and live claims.
+
+    Over about a megabyte of claims and holds, status shows counts (per holder) and a
+    note instead of the lists: narrow it down with --agent and --path.
 
     \b
     Examples:
-      lockstep status
+      lockstep status --agent alice
+      lockstep status --path 'src/api/**'
       lockstep status --json | jq '.claims[] | {pattern, holder}'
     """
-    reply = ask(endpoint, m.Status())
+    pattern = None
+    if path is not None:
+        from .base import _paths
+
+        pattern = _paths([path])[0]
+    reply = ask(endpoint, m.Status(agent=agent, path=pattern))
     _out(as_json, _status_payload(reply), _status_text(reply))
 
 
@@ -220,7 +242,7 @@ def top(once, endpoint, as_json):
     from rich.console import Console
 
     from agents.client import open_connection, resolve_endpoint
-    from agents.top import View, render, run_live, seed_from_ledger
+    from agents.top import View, render, run_live, seed_from_ledger, storage_json
 
     place = discovery.locate()
     address = resolve_endpoint(place, endpoint)
@@ -239,7 +261,7 @@ def top(once, endpoint, as_json):
     except KeyboardInterrupt:
         return
     if as_json:
-        click.echo(json.dumps(msgspec.to_builtins(_status_payload(view.snapshot))))
+        click.echo(json.dumps(msgspec.to_builtins({**_status_payload(view.snapshot), "storage": storage_json(view)})))
     elif once:
         console = Console()
         console.print(render(view, width=console.size.width))
