@@ -59,6 +59,7 @@ class View:
     by_agent: dict[str, deque] = field(default_factory=dict)  # agent -> its last gate decisions
     gaps: int = 0
     stale_snapshot: bool = True
+    storage_error: str = ""  # why the coordinator cannot write its ledger ("" while it can)
 
     def take(self, snapshot: m.StatusReply, now: float | None = None) -> None:
         """A fresh snapshot: the coordinator's view, running jobs included."""
@@ -68,6 +69,7 @@ class View:
             j.job: {"job": j.job, "kind": j.kind, "agent": j.agent, "done": j.done, "since": now - j.running_for}
             for j in snapshot.jobs
         }
+        self.storage_error = storage_error(snapshot)
         self.stale_snapshot = False
 
     def apply(self, pub: m.Publication) -> None:
@@ -80,6 +82,8 @@ class View:
         self.seq = max(self.seq, pub.seq) if pub.epoch == self.epoch else pub.seq
         if pub.kind.startswith(STATE_KINDS):
             self.stale_snapshot = True
+        if pub.kind == "coordinator.storage":  # the ledger failed, or is writable again
+            self.storage_error = "" if pub.data.get("writable") else str(pub.data.get("error") or "ledger cannot be written")
         if pub.kind == "job.started":
             self.jobs[pub.data["job"]] = {"job": pub.data["job"], "kind": pub.data["kind"], "agent": pub.agent, "done": 0, "since": time.monotonic()}
         elif pub.kind == "job.progress" and pub.data.get("job") in self.jobs:
@@ -102,6 +106,17 @@ class View:
             recent=deque(self.recent, maxlen=RECENT),
             by_agent={k: deque(v, maxlen=PER_AGENT) for k, v in self.by_agent.items()},
         )
+
+
+def storage_error(snapshot: m.StatusReply) -> str:
+    """The coordinator's storage condition in a status: why it cannot write its ledger
+    (it then grants nothing), or "" when it can."""
+    return str((snapshot.statistics.get("storage") or {}).get("error") or "")
+
+
+def storage_json(view: View) -> dict:
+    """``top --json``'s ``storage``: whether the ledger can be written, and if not why."""
+    return {"writable": not view.storage_error, "error": view.storage_error}
 
 
 def seed_from_ledger(view: View, events) -> None:
@@ -287,8 +302,11 @@ def render(view: View, controls: Controls | None = None, *, width: int = 100, no
         + "  |  " + ", ".join(state),
         style="bold",
     )
+    head.append(", ledger writable" if not view.storage_error else "", style="bold")
     keys = Text("q quit  s sort  / filter  p pause  j/k select", style="dim")
     parts: list[Any] = [head, keys]
+    if view.storage_error:  # failing closed: nothing is granted until the ledger is writable
+        parts.insert(1, Text(f"STORAGE: {view.storage_error}", style="bold red"))
 
     agents = visible_agents(view, controls, now)
     controls.selected = min(controls.selected, max(0, len(agents) - 1))

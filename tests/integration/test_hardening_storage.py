@@ -40,11 +40,16 @@ def _fails_closed_and_recovers(repo, c, alice, break_writes, mend_writes) -> Non
     assert alice.do("claim", paths=["src/other.py"]).get("error") == "unavailable"
     human = cli("status", cwd=repo.root)
     assert human.rc == 0 and "ledger" in human.out + human.err
+    top = cli("top", "--once", "--json", cwd=repo.root)  # the storage condition in top, too
+    assert top.rc == 0 and top.json["storage"]["writable"] is False and "until it can write" in top.json["storage"]["error"]
+    frame = cli("top", "--once", cwd=repo.root, env={"COLUMNS": "160"})
+    assert frame.rc == 0 and "STORAGE: ledger" in frame.out
     assert c.proc.poll() is None
     mend_writes()
     wait_until(lambda: not _storage(repo).get("error"), timeout=30, what="the ledger to be writable again")
     granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
     assert granted.rc == 0 and granted.json["token"] > token
+    assert cli("top", "--once", "--json", cwd=repo.root).json["storage"] == {"writable": True, "error": ""}
     decision = alice.do("intent", paths=["src/app.py"], token=token)
     assert decision["verdict"] == "allow", decision["reason"]
     assert_ledger_intact_and_replayed(repo, c)

@@ -173,3 +173,25 @@ def test_the_merge_queue_shows_in_order_and_a_landing_retakes_the_snapshot():
     assert "verifying" in text and "3.0s" in text  # bob's wait moves on with the frame
     view.apply(_pub(1, "land.landed", job="1.4"))
     assert view.stale_snapshot
+
+
+def _frame_text(view: View) -> str:
+    from rich.console import Console
+
+    console = Console(width=120, record=True, file=open("/dev/null", "w"))
+    console.print(render(view, width=120))
+    return console.export_text()
+
+
+def test_the_storage_condition_is_in_the_header_from_the_snapshot_and_from_publications():
+    view = View()
+    failing = msgspec.structs.replace(_snapshot(seq=1), statistics={"storage": {"error": "ledger: disk full at x; grants are refused until it can write", "for_s": 1.0}})
+    view.take(failing)
+    text = _frame_text(view)
+    assert "STORAGE: ledger: disk full at x" in text and "ledger writable" not in text
+    view.apply(_pub(2, "coordinator.storage", error="", writable=True))
+    assert view.storage_error == "" and "ledger writable" in _frame_text(view)
+    view.apply(_pub(3, "coordinator.storage", error="ledger: read-only at y", writable=False))
+    assert "STORAGE: ledger: read-only at y" in _frame_text(view)
+    view.take(_snapshot(seq=3))
+    assert view.storage_error == "" and "STORAGE" not in _frame_text(view)
