@@ -233,7 +233,10 @@ class AgentSession:
         return await self.call(lambda s: m.Release(session=s, paths=list(paths), all=all, uncommitted=dirty))
 
     async def watch(self, pid: int) -> None:
+        """Have the coordinator watch ``pid``: its exit ends this session at once.  The
+        pid is kept in our hello, so a renewed session is watched from its first moment."""
         started = process_started(pid)
+        self._hello = msgspec.structs.replace(self._hello, pid=pid, pid_started=started)
         await self.call(lambda s: m.Watch(session=s, pid=pid, pid_started=started))
 
     async def status(self) -> m.StatusReply:

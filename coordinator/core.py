@@ -616,10 +616,11 @@ class Core:
                 self.registry.touch(live, now)
                 self._welcome(peer, msg, live, resumed=True, notice=self._tell_revoked(live))
                 return
-            if live is not None:
-                raise PeerError("agent_live", _live_message(live))
             old = self.registry.sessions.get(msg.session)
             why = f"{old.state}: {old.reason}" if old is not None else "unknown to this coordinator"
+            if live is not None:
+                self._follow_renewal(peer, msg, live, why, now)
+                return
             notice = f"session {msg.session} expired ({why}); opened a new session with no claims"
             agent = self._open(msg, now, notice)
             self._welcome(peer, msg, agent, resumed=False, notice=notice)
@@ -632,6 +633,39 @@ class Core:
             return
         agent = self._open(msg, now)
         self._welcome(peer, msg, agent, resumed=False)
+
+    def _follow_renewal(self, peer, msg: m.Hello, live: Agent, why: str, now: float) -> None:
+        """A client comes back with an ended session while its agent lives on in another.
+        An attached client (a one-shot hello: a CLI call, an MCP server, a library user
+        beside ``lockstep run``) follows the live session; a long-lived client finding
+        only a one-shot session (a CLI call opened it while this client was away) takes
+        it over with its claims.  Anything else is another process using the name."""
+        ended = f"session {msg.session} ended ({why}); its claims were released"
+        if msg.kind == "oneshot":
+            self.registry.touch(live, now)
+            self._welcome(peer, msg, live, resumed=False, notice=f"{ended}; now acting in {live.name}'s live session {live.session}")
+            return
+        if live.kind != "oneshot":
+            raise PeerError("agent_live", _live_message(live))
+        local_pid = msg.pid if msg.host == self.host else None
+        if live.pid is not None and local_pid is None:
+            self.out.append(UnwatchPid(session=live.session))  # the returning client's life bounds it now
+        self._record(
+            rec.AgentAdopted(
+                agent=live.name,
+                session=live.session,
+                kind=msg.kind,
+                pid=msg.pid,
+                pid_started=msg.pid_started,
+                previous=msg.session,
+            )
+        )
+        self.registry.touch(live, now)
+        self._next_lease_check = min(self._next_lease_check, now + self._lease_of(live))
+        if local_pid is not None:
+            self.out.append(WatchPid(session=live.session, pid=msg.pid, pid_started=msg.pid_started))
+        notice = f"{ended}; took over {live.name}'s one-shot session {live.session} with its claims"
+        self._welcome(peer, msg, live, resumed=False, notice=notice)
 
     def _on_heartbeat(self, peer, msg: m.Heartbeat, now: float) -> None:
         self._session(msg.session, now)  # one-way unless the session is not live

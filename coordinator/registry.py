@@ -317,6 +317,8 @@ class Registry:
                 self._ended(record)
             case rec.AgentWatched():
                 self._watched(record)
+            case rec.AgentAdopted():
+                self._adopted(record)
             case rec.AgentForgotten():
                 self._forgotten(record)
             case rec.TokensReserved():
@@ -383,6 +385,14 @@ class Registry:
             agent.pid = record.pid
             agent.pid_started = record.pid_started
             agent.ttl = None  # a watched pid, not a TTL, bounds this session now
+
+    def _adopted(self, record: rec.AgentAdopted) -> None:
+        agent = self.sessions.get(record.session)
+        if agent is not None:
+            agent.kind = record.kind
+            agent.pid = record.pid
+            agent.pid_started = record.pid_started
+            agent.ttl = None  # heartbeats (and a watched pid, if any) bound it now
 
     def _ended(self, record: rec.AgentStale | rec.AgentLeft) -> None:
         agent = self.sessions.get(record.session)
@@ -516,7 +526,7 @@ class Registry:
 STATE_KINDS = frozenset(
     cls.KIND
     for cls in (
-        rec.CoordinatorStarted, rec.TokensReserved, rec.AgentJoined, rec.AgentWatched,
+        rec.CoordinatorStarted, rec.TokensReserved, rec.AgentJoined, rec.AgentWatched, rec.AgentAdopted,
         rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,

@@ -129,6 +129,18 @@ class AgentWatched(Record, frozen=True, kw_only=True):
     pid_started: float | None = None
 
 
+class AgentAdopted(Record, frozen=True, kw_only=True):
+    """A long-lived client came back after its session ended and took over the live
+    one-shot session a CLI call had opened for its name meanwhile (its claims stay)."""
+
+    KIND: ClassVar[str] = "agent.adopted"
+
+    kind: str = "session"  # the returning client's kind: "session" | "run"
+    pid: int | None = None
+    pid_started: float | None = None
+    previous: str = ""  # the ended session the client came back with
+
+
 class _SessionEnded(Record, frozen=True, kw_only=True):
     reason: str = ""
 
@@ -534,7 +546,7 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
 
 CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, LedgerCompacted, TokensReserved,
-    AgentJoined, AgentWatched, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
+    AgentJoined, AgentWatched, AgentAdopted, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, MergeHeld, MergeFreed,
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,

@@ -1,6 +1,6 @@
 """A scriptable agent process for integration tests.
 
-    python -m tests.agent_proc NAME [--kind session|run]
+    python -m tests.agent_proc NAME [--kind session|run|oneshot]
 
 Opens a session with the client library (heartbeating in the background), prints
 ``{"event": "ready", "session": ...}``, then reads one JSON command per line on stdin
@@ -24,9 +24,9 @@ def emit(payload: dict) -> None:
     print(json.dumps(payload), flush=True)
 
 
-async def main(name: str) -> None:
+async def main(name: str, kind: str = "session") -> None:
     notices = lambda text: emit({"event": "notice", "text": text})  # noqa: E731
-    async with open_agent(name, on_notice=notices) as agent:
+    async with open_agent(name, kind=kind, on_notice=notices) as agent:
         emit({"event": "ready", "session": agent.session})
         while True:
             line = await trio.to_thread.run_sync(sys.stdin.readline)
@@ -55,4 +55,5 @@ async def main(name: str) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1])
+    kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "session"
+    trio.run(main, sys.argv[1], kind)

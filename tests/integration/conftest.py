@@ -167,10 +167,10 @@ def coordinator(repo: Repo, coordinator_in):
 class AgentProc:
     """A ``tests.integration.agent_proc`` process: JSON commands in, JSON results out."""
 
-    def __init__(self, name: str, cwd: Path) -> None:
+    def __init__(self, name: str, cwd: Path, kind: str = "session") -> None:
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.agent_proc", name],
+            [sys.executable, "-m", "tests.integration.agent_proc", name, "--kind", kind],
             cwd=cwd,
             env=env_for(),
             stdin=subprocess.PIPE,
@@ -223,8 +223,8 @@ def agents():
     """``agents(name, cwd)`` starts an agent process; all are ended afterwards."""
     started: list[AgentProc] = []
 
-    def start(name: str, cwd: Path) -> AgentProc:
-        a = AgentProc(name, cwd)
+    def start(name: str, cwd: Path, kind: str = "session") -> AgentProc:
+        a = AgentProc(name, cwd, kind)
         started.append(a)
         return a
 

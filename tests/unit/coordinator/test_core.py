@@ -210,6 +210,53 @@ def test_oneshot_call_acts_within_a_live_agents_session():
     assert isinstance(error, m.Error) and error.code == "agent_live"
 
 
+def test_an_attached_client_follows_its_agent_into_a_renewed_session():
+    d = Driver(heartbeat=1.0, liveness=3)
+    run = d.hello("alice", kind="run", pid=4242, host=HOST)
+    attached = d.send(m.Hello(agent="alice", kind="oneshot")).session
+    assert attached == run
+    d.tick(5.0)  # the wrapper was paused: its session ends
+    renewed = d.send(m.Hello(agent="alice", kind="run", session=run, pid=4242, host=HOST))
+    assert renewed.session != run and "expired" in renewed.notice
+    # the attached client comes back with the ended session: it is told the live one
+    follow = d.send(m.Hello(agent="alice", kind="oneshot", session=run))
+    assert isinstance(follow, m.Welcome) and follow.session == renewed.session
+    assert run in follow.notice and renewed.session in follow.notice
+    # the renewed session kept its pid watch
+    live = [a for a in d.status().agents if a.state == "alive"]
+    assert [(a.session, a.pid) for a in live] == [(renewed.session, 4242)]
+
+
+def test_a_returning_long_lived_client_takes_over_a_one_shot_session_opened_meanwhile():
+    d = Driver(heartbeat=1.0, liveness=3)
+    run = d.hello("alice", kind="run")
+    d.tick(5.0)  # paused: ended
+    placeholder = d.hello("alice", kind="oneshot")  # a CLI call while the wrapper was away
+    token = d.claim(placeholder, "src/x.py").token
+    back = d.send(m.Hello(agent="alice", kind="run", session=run, pid=4242, host=HOST))
+    assert isinstance(back, m.Welcome) and back.session == placeholder and "took over" in back.notice
+    assert "agent.adopted" in d.kinds()
+    (agent,) = [a for a in d.status().agents if a.state == "alive"]
+    assert (agent.kind, agent.pid) == ("run", 4242)
+    assert [(c.pattern, c.token) for c in d.status().claims] == [("src/x.py", token)]
+    # a run session again: silence ends it (a one-shot TTL no longer does)
+    d.tick(9.5)
+    assert [a.state for a in d.status().agents if a.session == placeholder] == ["stale"]
+    # and replay rebuilds the same
+    d2 = d.restart(at=20.0)
+    adopted = [a for a in d2.status().agents if a.session == placeholder]
+    assert adopted[0].kind == "run" and adopted[0].pid == 4242
+
+
+def test_a_returning_client_is_refused_when_another_long_lived_process_has_the_name():
+    d = Driver(heartbeat=1.0, liveness=3)
+    first = d.hello("alice", kind="run")
+    d.tick(5.0)
+    d.hello("alice", kind="session")  # another process took the name
+    error = d.send(m.Hello(agent="alice", kind="run", session=first))
+    assert isinstance(error, m.Error) and error.code == "agent_live"
+
+
 def test_restart_gives_live_sessions_a_fresh_lease_not_an_expiry():
     d = Driver(heartbeat=1.0, liveness=3)
     a = d.hello("alice")

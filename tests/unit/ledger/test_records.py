@@ -73,6 +73,7 @@ SAMPLES: list[rec.Record] = [
     rec.TokensReserved(upto=1000),
     rec.AgentJoined(agent="a", session="3.1", kind="run", worktree="/w", host="h", pid=5, pid_started=1.25, ttl=None, notice="old session expired"),
     rec.AgentWatched(agent="a", session="3.1", pid=5, pid_started=None),
+    rec.AgentAdopted(agent="a", session="3.1", kind="run", pid=5, pid_started=1.25, previous="3.0"),
     rec.AgentStale(agent="a", session="3.1", reason="no heartbeat for 9.0s"),
     rec.AgentLeft(agent="a", session="3.1", reason="bye"),
     rec.AgentForgotten(sessions=["1.1", "1.2"]),
