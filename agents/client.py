@@ -13,9 +13,16 @@
   new session — with no claims — and reports it through ``on_notice``; the request
   that hit the expiry is retried in the new session, so a stale fencing token is
   refused by the coordinator, not hidden by the client.
+* Heartbeats go both ways: the coordinator answers each of ours (``echo``).  After
+  ``heartbeat x liveness`` of silence the client reports "coordinator unreachable"
+  once (``on_notice``; ``reachable`` turns False) without waiting for a request; when
+  the coordinator speaks again it says hello with its session, so the session and its
+  pid watch are registered again, and reports that too.
 * After a coordinator restart the socket reconnects by itself and the session resumes
   with its claims (the coordinator rebuilt them from its ledger).  If the coordinator
-  moved to another endpoint, the next failing request rediscovers it.
+  moved to another endpoint, the heartbeats or the next failing request rediscover it.
+* A renewal keeps everything but the claims: the hello carries the worktree, host and
+  the watched pid (``watch`` puts it there), so the new session is watched at once.
 
 This client is for long-lived processes (``lockstep run``, ``top``, the demo).  The
 one-shot CLI verbs use ``agents.oneshot``, the blocking client with the same session
@@ -81,6 +88,8 @@ class Connection:
         self._waiting: dict[int, trio.MemorySendChannel] = {}
         self.unsolicited: list[m.Message] = []  # answers to one-way messages (heartbeats)
         self._unsolicited_event = trio.Event()
+        self.last_heard = trio.current_time()  # when the coordinator last said anything
+        self._heard = trio.Event()
 
     async def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:
         """Send and wait for the matching reply; ``Error`` replies raise ``RequestFailed``."""
@@ -117,9 +126,17 @@ class Connection:
             self._unsolicited_event = trio.Event()
         return self.unsolicited.pop(0)
 
+    async def heard_since(self, moment: float) -> None:
+        """Return once the coordinator has said anything after ``moment``."""
+        while self.last_heard <= moment:
+            await self._heard.wait()
+
     async def _read_replies(self) -> None:
         while True:
             frames = await self._sock.recv_multipart()
+            self.last_heard = trio.current_time()
+            self._heard.set()
+            self._heard = trio.Event()
             try:
                 reply = decode_reply(frames[-1])
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -169,6 +186,7 @@ class AgentSession:
         self._on_notice = on_notice
         self.welcome: m.Welcome | None = None
         self._rehello_lock = trio.Lock()
+        self.reachable = True  # False from heartbeat x liveness of silence until it speaks again
 
     @property
     def name(self) -> str:
@@ -246,17 +264,49 @@ class AgentSession:
         await self.conn.request(m.Bye(session=self.session, reason=reason))
 
     async def heartbeat_forever(self) -> None:
-        """Heartbeat; on a "session expired" answer, open a new session and say so."""
+        """Heartbeat both ways: ours say the agent is alive; the coordinator's answers
+        (``echo``) say it is.  On a "session expired" answer, open a new session and say
+        so; after heartbeat x liveness of silence, say the coordinator is unreachable
+        (once) and register again when it is back."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_unsolicited)
+            nursery.start_soon(self._watch_coordinator)
             for beat in itertools.count(1):
-                self.conn.send_oneway(m.Heartbeat(session=self.session))
-                if beat % REDISCOVER_EVERY == 0 and self._rediscover():
+                self.conn.send_oneway(m.Heartbeat(session=self.session, echo=True))
+                rediscover = not self.reachable or beat % REDISCOVER_EVERY == 0
+                if rediscover and self._rediscover():
                     try:
                         await self._renew(self.session)
                     except (CoordinatorUnreachable, RequestFailed) as exc:
                         self._on_notice(f"the coordinator moved to {self.conn.endpoint} but did not answer: {exc}")
                 await trio.sleep(self.welcome.heartbeat)
+
+    async def _watch_coordinator(self) -> None:
+        """Majordomo's other half: the coordinator is gone after heartbeat x liveness of
+        silence.  Say so once; when it speaks again, say hello with our session (it
+        resumes, or renews with our pid watch) and say that too."""
+        conn = self.conn
+        while True:
+            limit = self.welcome.heartbeat * self.welcome.liveness
+            await trio.sleep_until(conn.last_heard + limit)
+            silent_since = conn.last_heard
+            if trio.current_time() < silent_since + limit:
+                continue  # it spoke meanwhile
+            self.reachable = False
+            self._on_notice(
+                f"coordinator unreachable: nothing heard from {conn.endpoint} for {limit:g}s "
+                f"(heartbeat {self.welcome.heartbeat:g}s x liveness {self.welcome.liveness}); "
+                "the command keeps running, reconnecting when the coordinator is back"
+            )
+            await conn.heard_since(silent_since)
+            self.reachable = True
+            try:
+                await self._renew(self.session)
+            except (CoordinatorUnreachable, RequestFailed) as exc:
+                self._on_notice(f"the coordinator at {conn.endpoint} is back but did not take our session: {exc}")
+                continue
+            how = "resumed" if self.welcome.resumed else "opened"
+            self._on_notice(f"coordinator reachable again at {conn.endpoint}; session {self.session} {how}")
 
     async def _watch_unsolicited(self) -> None:
         while True:

@@ -4,6 +4,11 @@ Order matters: the session is opened *before* CMD starts (so an unreachable
 coordinator or a name already live stops us without running anything), then CMD's pid
 is watched (its exit frees the claims at once, even if this wrapper is killed), then
 we heartbeat until CMD exits, say bye, and exit with CMD's status.
+
+The coordinator going away never stops CMD: after heartbeat x liveness of silence we
+say "coordinator unreachable" on stderr (once), and when it is back we say hello with
+our session, which carries CMD's pid, so the session and its pid watch are registered
+again (resumed after a restart, or renewed without claims if it had ended).
 """
 
 from __future__ import annotations

@@ -668,7 +668,9 @@ class Core:
         self._welcome(peer, msg, live, resumed=False, notice=notice)
 
     def _on_heartbeat(self, peer, msg: m.Heartbeat, now: float) -> None:
-        self._session(msg.session, now)  # one-way unless the session is not live
+        self._session(msg.session, now)  # one-way unless the session is not live...
+        if msg.echo:  # ...or the client listens for ours (it learns we are gone)
+            self._reply(peer, m.Ok(req=msg.req))
 
     def _on_watch(self, peer, msg: m.Watch, now: float) -> None:
         agent = self._session(msg.session, now)

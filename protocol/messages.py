@@ -6,7 +6,8 @@ Theory
   the union of all of them is decoded by one reused decoder per direction.
 * Requests carry ``req``, an id the client chooses; the reply echoes it, so a client
   may have several requests in flight on one DEALER socket.  ``Heartbeat`` is the only
-  one-way request (it gets an answer only when its session is no longer live).
+  one-way request (it gets an answer only when its session is no longer live, or when
+  it asks for one with ``echo``).
 * Schema evolution: new fields get defaults; an existing field's type never changes;
   unknown fields are refused (``forbid_unknown_fields``) so a typo in a hand-written
   client fails loudly instead of being ignored.  ``PROTOCOL_VERSION`` changes only when
@@ -71,7 +72,11 @@ class Hello(Request, frozen=True, kw_only=True, tag="hello"):
 
 
 class Heartbeat(Request, frozen=True, kw_only=True, tag="hb"):
+    """The agent is alive.  With ``echo`` the coordinator answers ``Ok`` (the coordinator
+    is alive): a client that hears nothing for heartbeat x liveness knows it is gone."""
+
     session: str
+    echo: bool = False
 
 
 class Watch(Request, frozen=True, kw_only=True, tag="watch"):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from .conftest import LOCKSTEP, cli, end_process, env_for, holders, status, wait_until
 
@@ -50,6 +51,16 @@ class RunAgent:
             text=True,
             start_new_session=True,
         )
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def said(self, text: str) -> int:
+        """How many lines of its stderr contain ``text``."""
+        return sum(text in line for line in list(self.stderr))
 
     def claim(self, path: str) -> None:
         self.proc.stdin.write(path + "\n")
@@ -257,3 +268,61 @@ def test_the_mcp_server_keeps_working_across_a_renewal_and_the_wrapper_takes_ove
         carol.end()
         if mcp is not None:
             mcp.end()
+
+
+# Coordinator <-> client heartbeats: the coordinator is unreachable after 1 s of silence.
+LISTENING = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "60")
+
+
+def test_run_says_once_that_a_killed_coordinator_is_unreachable_and_registers_again_when_it_returns(repo, coordinator):
+    first = coordinator(*LISTENING)
+    carol = RunAgent(repo, "carol")
+    try:
+        before = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        first.kill()  # SIGKILL: no goodbye; carol makes no request of her own
+        wait_until(lambda: carol.said("coordinator unreachable"), timeout=20, what="run to say the coordinator is unreachable")
+        coordinator(*LISTENING)
+        wait_until(lambda: carol.said("coordinator reachable again"), timeout=20, what="run to register again")
+        assert carol.said("coordinator unreachable") == 1  # once per outage, not once per heartbeat
+        after = live_session(repo, "carol")
+        assert after is not None and after["pid"] == before["pid"]  # the session and its pid watch are back
+        carol.claim("docs/")
+        wait_until(lambda: holders(repo).get("docs/") == "carol", timeout=20, what="carol's claim after the restart")
+        carol.signal_group(signal.SIGKILL)
+        ended = wait_until(
+            lambda: (a := session_info(repo, after["session"])) and a["state"] != "alive" and a,
+            timeout=15,
+            what="carol's session to end with her process",
+        )
+        assert ended["state"] == "gone" and "exited" in ended["reason"]
+    finally:
+        carol.end()
+
+
+def test_run_says_once_that_a_stopped_coordinator_is_unreachable_and_resumes_when_it_continues(repo, coordinator):
+    coord = coordinator(*LISTENING)
+    carol = RunAgent(repo, "carol")
+    try:
+        before = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        os.kill(coord.pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: carol.said("coordinator unreachable"), timeout=20, what="run to say the coordinator is unreachable")
+        finally:
+            os.kill(coord.pid, signal.SIGCONT)
+        wait_until(lambda: carol.said("coordinator reachable again"), timeout=20, what="run to hear the coordinator again")
+        assert carol.said("coordinator unreachable") == 1
+        # The coordinator knew it was the one paused: the same session lives on.
+        after = live_session(repo, "carol")
+        assert after["session"] == before["session"] and after["pid"] == before["pid"]
+        assert carol.said(f"session {before['session']} resumed")
+    finally:
+        carol.end()
+
+
+def test_the_client_library_learns_the_coordinator_is_gone_without_making_a_request(repo, coordinator, agents):
+    first = coordinator(*LISTENING)
+    alice = agents("alice", repo.root)
+    first.kill()
+    said = alice.lines.get(timeout=20)  # the next thing it says, unasked
+    assert said["event"] == "notice" and "coordinator unreachable" in said["text"], said
+    assert "1s" in said["text"]  # heartbeat 0.2 s x liveness 5

@@ -210,6 +210,14 @@ def test_oneshot_call_acts_within_a_live_agents_session():
     assert isinstance(error, m.Error) and error.code == "agent_live"
 
 
+def test_a_heartbeat_is_answered_only_when_the_client_listens_for_the_coordinator():
+    d = Driver()
+    a = d.hello("alice")
+    assert d.send(m.Heartbeat(session=a)) is None
+    answer = d.send(m.Heartbeat(session=a, echo=True, req=7))
+    assert isinstance(answer, m.Ok) and answer.req == 7
+
+
 def test_an_attached_client_follows_its_agent_into_a_renewed_session():
     d = Driver(heartbeat=1.0, liveness=3)
     run = d.hello("alice", kind="run", pid=4242, host=HOST)
