@@ -296,7 +296,7 @@ class AgentSession:
             self._on_notice(
                 f"coordinator unreachable: nothing heard from {conn.endpoint} for {limit:g}s "
                 f"(heartbeat {self.welcome.heartbeat:g}s x liveness {self.welcome.liveness}); "
-                "the command keeps running, reconnecting when the coordinator is back"
+                "will register again when it is back"
             )
             await conn.heard_since(silent_since)
             self.reachable = True
