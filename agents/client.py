@@ -309,13 +309,17 @@ class AgentSession:
             self._on_notice(f"coordinator reachable again at {conn.endpoint}; session {self.session} {how}")
 
     async def _watch_unsolicited(self) -> None:
+        said = ""  # each heartbeat meets the same refusal: say it once, not once a beat
         while True:
             reply = await self.conn.next_unsolicited()
             if isinstance(reply, m.Error) and reply.code in ("session_expired", "unknown_session"):
                 try:
                     await self._renew(self.session)
+                    said = ""
                 except (CoordinatorUnreachable, RequestFailed) as exc:
-                    self._on_notice(f"could not open a new session: {exc}")
+                    if f"{exc}" != said:
+                        said = f"{exc}"
+                        self._on_notice(f"could not open a new session: {exc}")
 
 
 @asynccontextmanager
