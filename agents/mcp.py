@@ -2,10 +2,22 @@
 
 The Model Context Protocol over stdio is JSON-RPC 2.0, one message per line.  We answer
 ``initialize``, ``ping``, ``tools/list`` and ``tools/call``; notifications get no answer.
-A tool's result is its JSON as text, with ``isError`` set when the coordinator refused
-or blocked (so the model sees why), never a protocol error: those are for malformed
-calls.  The tools act as one agent (``--agent`` or ``LOCKSTEP_AGENT``), with paths
-relative to the server's working directory, exactly as the CLI does.
+
+* ``initialize`` answers the client's protocol version when we speak it, else the newest
+  one we do (the client then decides whether it can go on), as the lifecycle requires.
+* A tool's arguments are checked against its ``inputSchema`` before anything runs: a
+  wrong type, a missing or an unknown field is a tool error (``isError``) naming the
+  field, so the model can correct the call (the spec's "input validation errors are tool
+  execution errors"); nothing is claimed.
+* A tool's result is its JSON as text and, for clients of 2025-06-18 or later, the same
+  object as ``structuredContent`` (each tool declares its ``outputSchema``).  ``isError``
+  is set when the coordinator refused or blocked (so the model sees why), never a
+  protocol error: those are for malformed calls.
+
+The tools act as one agent (``--agent`` or ``LOCKSTEP_AGENT``), with paths relative to
+the server's working directory, exactly as the CLI does.  The server is our own small
+one (no runtime dependency); the test suite drives it with the official MCP Python SDK's
+client over stdio.
 """
 
 from __future__ import annotations
@@ -13,40 +25,93 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, TextIO
 
-PROTOCOL_VERSION = "2024-11-05"
+# Newest first: the versions of the initialize handshake this server speaks.
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+PROTOCOL_VERSION = SUPPORTED_VERSIONS[0]
+STRUCTURED_SINCE = "2025-06-18"  # structuredContent and outputSchema appeared in this revision
 
-_PATHS = {"type": "array", "items": {"type": "string"}, "description": "files, folders (dir/) or globs (src/**/*.py), relative to the worktree"}
+_PATHS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "minItems": 1,
+    "description": "files, folders (dir/) or globs (src/**/*.py), relative to the worktree",
+}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_GATE = {
+    "type": "object",
+    "properties": {
+        "subject": {"type": "string"},
+        "verdict": {"type": "string"},
+        "reason": {"type": "string"},
+        "job": {"type": "string"},
+        "results": {"type": "array"},
+    },
+    "required": ["subject", "verdict", "reason"],
+}
+
+
+def _arguments(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
 
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "claim",
         "description": "Claim files, folders or globs before working on them. Refused (isError) when another live agent holds them: the holders are named.",
-        "inputSchema": {"type": "object", "properties": {"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "description": "seconds"}}, "required": ["paths"]},
+        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"}}, ("paths",)),
+        "outputSchema": {
+            "type": "object",
+            "properties": {"granted": {"type": "boolean"}, "token": {"type": ["integer", "null"]}, "patterns": _STRINGS, "conflicts": {"type": "array"}, "warnings": {"type": "array"}},
+            "required": ["granted", "token", "conflicts", "warnings"],
+        },
     },
     {
         "name": "release",
         "description": "Release your claims on paths (as claimed), or all of them.",
-        "inputSchema": {"type": "object", "properties": {"paths": _PATHS, "all": {"type": "boolean"}}},
+        "inputSchema": _arguments({"paths": _PATHS, "all": {"type": "boolean"}}),
+        "outputSchema": {"type": "object", "properties": {"released": _STRINGS}, "required": ["released"]},
     },
     {
         "name": "intent",
         "description": "Ask before writing concrete files: allow, warn or block (isError). An allowed write to an unclaimed file claims it for you.",
-        "inputSchema": {"type": "object", "properties": {"paths": _PATHS, "token": {"type": "integer"}}, "required": ["paths"]},
+        "inputSchema": _arguments({"paths": _PATHS, "token": {"type": "integer", "minimum": 0}}, ("paths",)),
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "verdict": {"enum": ["allow", "warn", "block"]},
+                "reason": {"type": "string"},
+                "paths": _STRINGS,
+                "token": {"type": ["integer", "null"]},
+                "holders": _STRINGS,
+                "conflicts": {"type": "array"},
+            },
+            "required": ["verdict", "reason", "paths"],
+        },
     },
     {
         "name": "status",
         "description": "Agents (alive/stale/gone) and live claims of this repository.",
-        "inputSchema": {"type": "object", "properties": {}},
+        "inputSchema": _arguments({}),
+        "outputSchema": {
+            "type": "object",
+            "properties": {"mode": {"type": "string"}, "agents": {"type": "array"}, "claims": {"type": "array"}},
+            "required": ["mode", "agents", "claims"],
+        },
     },
     {
         "name": "verify",
         "description": "Run the project's verify suite; each check's verdict, duration and errors-first output.",
-        "inputSchema": {"type": "object", "properties": {}},
+        "inputSchema": _arguments({}),
+        "outputSchema": _GATE,
     },
     {
         "name": "done",
         "description": "Declare your goal finished: passes only after a passing verify run that started after your last write.",
-        "inputSchema": {"type": "object", "properties": {}},
+        "inputSchema": _arguments({}),
+        "outputSchema": _GATE,
     },
     {
         "name": "land",
@@ -58,53 +123,183 @@ TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"branch": {"type": "string", "description": "default: your worktree's branch"}}},
     },
 ]
+_BY_NAME = {tool["name"]: tool for tool in TOOLS}
 
 CallTool = Callable[[str, dict], tuple[Any, bool]]  # -> (result, is_error)
 
 
-def handle(message: Any, call_tool: CallTool) -> dict | None:
-    """One JSON-RPC message in, its response out (None for notifications)."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or "method" not in message:
-        return _error(message.get("id") if isinstance(message, dict) else None, -32600, "invalid request")
-    method, ident = message["method"], message.get("id")
-    if ident is None:
-        return None  # a notification (initialized, cancelled, ...)
-    params = message.get("params") or {}
-    if method == "initialize":
-        return _result(ident, {
-            "protocolVersion": params.get("protocolVersion", PROTOCOL_VERSION),
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "lockstep", "version": _version()},
-        })
-    if method == "ping":
-        return _result(ident, {})
-    if method == "tools/list":
-        return _result(ident, {"tools": TOOLS})
-    if method == "tools/call":
+# ---------------------------------------------------------------------- arguments
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    # JSON Schema 2020-12: a number with no fractional part is an integer (1.0 too); true is not a number
+    "integer": lambda v: not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer())),
+    "number": lambda v: not isinstance(v, bool) and isinstance(v, (int, float)),
+}
+
+
+def _kind(value: Any) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _JSON_TYPES[name](value):
+            return name
+    return type(value).__name__
+
+
+def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
+    """The first way ``value`` breaks ``schema`` ("paths: expected array, got string"), or None.
+
+    Covers the JSON Schema keywords our own tool schemas use (type, enum, properties,
+    required, additionalProperties, items, minItems, minLength, minimum,
+    exclusiveMinimum), with 2020-12's meaning; the tests hold it to the reference
+    validator.  ``where`` names the field ("paths[0]")."""
+    field = where or "arguments"
+    types = schema.get("type")
+    if types is not None:
+        allowed = [types] if isinstance(types, str) else list(types)
+        if not any(_JSON_TYPES[t](value) for t in allowed):
+            return f"{field}: expected {' or '.join(allowed)}, got {_kind(value)}"
+    if "enum" in schema and not any(value == v and _kind(value) == _kind(v) for v in schema["enum"]):
+        return f"{field}: expected one of {', '.join(map(json.dumps, schema['enum']))}"
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for name in schema.get("required", ()):
+            if name not in value:
+                return f"{_join(where, name)}: required"
+        if schema.get("additionalProperties") is False:
+            unknown = sorted(k for k in value if k not in properties)
+            if unknown:
+                return f"{_join(where, unknown[0])}: unknown field (expected {', '.join(properties) or 'no arguments'})"
+        for name, sub in properties.items():
+            if name in value:
+                problem = schema_error(sub, value[name], _join(where, name))
+                if problem:
+                    return problem
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            return f"{field}: expected at least {schema['minItems']} item(s)"
+        if "items" in schema:
+            for i, item in enumerate(value):
+                problem = schema_error(schema["items"], item, f"{field}[{i}]")
+                if problem:
+                    return problem
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        return f"{field}: expected at least {schema['minLength']} character(s)"
+    if _JSON_TYPES["number"](value):
+        if "minimum" in schema and value < schema["minimum"]:
+            return f"{field}: expected at least {schema['minimum']}"
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            return f"{field}: expected more than {schema['exclusiveMinimum']}"
+    return None
+
+
+def _integers(schema: dict, arguments: dict) -> dict:
+    """Valid arguments with integers as ints (JSON Schema counts 3.0 as an integer)."""
+    properties = schema.get("properties", {})
+    return {
+        k: int(v) if isinstance(v, float) and properties.get(k, {}).get("type") == "integer" else v
+        for k, v in arguments.items()
+    }
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+# ---------------------------------------------------------------------- JSON-RPC
+
+
+class Server:
+    """One client's conversation: remembers the protocol version agreed at initialize."""
+
+    def __init__(self, call_tool: CallTool) -> None:
+        self.call_tool = call_tool
+        self.version = PROTOCOL_VERSION  # until initialize says otherwise
+
+    @property
+    def structured(self) -> bool:
+        return self.version >= STRUCTURED_SINCE  # the revisions are dates: they sort as strings
+
+    def handle(self, message: Any) -> dict | None:
+        """One JSON-RPC message in, its response out (None for notifications)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+            return _error(message.get("id") if isinstance(message, dict) else None, -32600, "invalid request")
+        method, ident = message["method"], message.get("id")
+        if ident is None:
+            return None  # a notification (initialized, cancelled, ...)
+        params = message.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return _error(ident, -32602, "params must be an object")
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            self.version = asked if asked in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+            return _result(ident, {
+                "protocolVersion": self.version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "lockstep", "version": _version()},
+            })
+        if method == "ping":
+            return _result(ident, {})
+        if method == "tools/list":
+            fields = ("name", "description", "inputSchema") + (("outputSchema",) if self.structured else ())
+            return _result(ident, {"tools": [{k: tool[k] for k in fields} for tool in TOOLS]})
+        if method == "tools/call":
+            return self._call(ident, params)
+        return _error(ident, -32601, f"method {method!r} not supported")
+
+    def _call(self, ident: Any, params: dict) -> dict:
         name = params.get("name")
-        if name not in {tool["name"] for tool in TOOLS}:
+        tool = _BY_NAME.get(name) if isinstance(name, str) else None
+        if tool is None:
             return _error(ident, -32602, f"unknown tool {name!r}")
-        arguments = params.get("arguments") or {}
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
         if not isinstance(arguments, dict):
             return _error(ident, -32602, "arguments must be an object")
-        result, is_error = call_tool(name, arguments)
-        return _result(ident, {"content": [{"type": "text", "text": json.dumps(result)}], "isError": is_error})
-    return _error(ident, -32601, f"method {method!r} not supported")
+        problem = schema_error(tool["inputSchema"], arguments)
+        if problem is not None:
+            message = f"invalid arguments for {name}: {problem}; nothing was done"
+            field = problem.split(":", 1)[0]
+            result: Any = {"error": {"code": "bad_request", "message": message, "field": field}}
+            is_error = True
+        else:
+            result, is_error = self.call_tool(name, _integers(tool["inputSchema"], arguments))
+        answer: dict[str, Any] = {"content": [{"type": "text", "text": json.dumps(result)}], "isError": is_error}
+        if self.structured and isinstance(result, dict):
+            answer["structuredContent"] = result
+        return _result(ident, answer)
+
+
+def handle(message: Any, call_tool: CallTool) -> dict | None:
+    """One message of a conversation that never said initialize (the newest version)."""
+    return Server(call_tool).handle(message)
 
 
 def serve(stdin: TextIO, stdout: TextIO, call_tool: CallTool) -> None:
+    server = Server(call_tool)
     for line in stdin:
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
+            message = json.loads(line, parse_constant=_not_json)
         except ValueError as exc:
             response = _error(None, -32700, f"parse error: {exc}")
         else:
-            response = handle(message, call_tool)
+            response = server.handle(message)
         if response is not None:
             stdout.write(json.dumps(response) + "\n")
             stdout.flush()
+
+
+def _not_json(constant: str) -> float:
+    """NaN and Infinity are Python's extension, not JSON: a parse error."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _result(ident: Any, result: dict) -> dict:

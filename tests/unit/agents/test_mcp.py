@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agents import mcp
 
 
@@ -38,3 +41,85 @@ def test_serve_answers_line_by_line_and_reports_parse_errors():
 def test_every_tool_has_a_schema_and_a_description():
     for tool in mcp.TOOLS:
         assert tool["description"] and tool["inputSchema"]["type"] == "object"
+
+
+# ---------------------------------------------------------------------- to the letter
+
+NEVER = lambda *a: (_ for _ in ()).throw(AssertionError("no tool should run"))  # noqa: E731
+
+
+def test_a_wrong_argument_type_is_a_tool_error_naming_the_field_and_nothing_runs():
+    for args, field in (
+        ({"paths": "qq"}, "paths"),  # a string where an array is required (it used to claim q)
+        ({"paths": ["."], "shared": "yes"}, "shared"),
+        ({"paths": [3]}, "paths[0]"),
+        ({"paths": []}, "paths"),
+        ({}, "paths"),
+        ({"paths": ["a"], "ttl": -1}, "ttl"),
+        ({"path": ["a"], "paths": ["a"]}, "path"),  # a misspelt field is named, not ignored
+    ):
+        result = mcp.handle(_call("claim", args), NEVER)["result"]
+        assert result["isError"] is True, args
+        error = result["structuredContent"]["error"]
+        assert error["field"] == field and field in result["content"][0]["text"], (args, error)
+
+
+def test_valid_integers_reach_the_tool_as_ints():
+    seen = []
+    mcp.handle(_call("intent", {"paths": ["a"], "token": 7.0}), lambda name, args: seen.append(args) or ({}, False))
+    assert seen == [{"paths": ["a"], "token": 7}] and type(seen[0]["token"]) is int
+
+
+def test_initialize_answers_a_supported_version_for_an_unknown_one():
+    def initialize(version):
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}}}
+        return mcp.handle(message, NEVER)["result"]["protocolVersion"]
+
+    for known in mcp.SUPPORTED_VERSIONS:
+        assert initialize(known) == known
+    for unknown in ("1999-01-01", "2099-12-31", "", None, 5):
+        assert initialize(unknown) == mcp.PROTOCOL_VERSION
+
+
+def test_structured_content_and_output_schemas_only_for_clients_that_know_them():
+    def conversation(version):
+        server = mcp.Server(lambda name, args: ({"released": ["a"]}, False))
+        server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": version}})
+        tools = server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["result"]["tools"]
+        return tools, server.handle(_call("release", {"all": True}))["result"]
+
+    tools, result = conversation("2025-06-18")
+    assert all("outputSchema" in t for t in tools)
+    assert result["structuredContent"] == json.loads(result["content"][0]["text"]) == {"released": ["a"]}
+    tools, result = conversation("2024-11-05")
+    assert not any("outputSchema" in t for t in tools) and "structuredContent" not in result
+
+
+def test_nan_is_not_json():
+    out = io.StringIO()
+    mcp.serve(io.StringIO('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "claim", "arguments": {"paths": ["a"], "ttl": NaN}}}\n'), out, NEVER)
+    assert json.loads(out.getvalue())["error"]["code"] == -32700
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-3, 3, allow_nan=False) | st.sampled_from([0.0, 1.0, -1.0]) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["paths", "shared", "ttl", "all", "token", "x"]), inner, max_size=4),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(tool=st.sampled_from(mcp.TOOLS), arguments=st.dictionaries(st.sampled_from(["paths", "shared", "ttl", "all", "token", "x"]), JSON, max_size=3))
+def test_argument_checks_agree_with_the_reference_validator(tool, arguments):
+    import jsonschema
+
+    reference = jsonschema.Draft202012Validator(tool["inputSchema"])
+    assert (mcp.schema_error(tool["inputSchema"], arguments) is None) == reference.is_valid(arguments), arguments
+
+
+def test_the_schemas_are_valid_json_schema():
+    import jsonschema
+
+    for tool in mcp.TOOLS:
+        jsonschema.Draft202012Validator.check_schema(tool["inputSchema"])
+        jsonschema.Draft202012Validator.check_schema(tool["outputSchema"])
