@@ -3,7 +3,9 @@
 Order matters: the session is opened *before* CMD starts (so an unreachable
 coordinator or a name already live stops us without running anything), then CMD's pid
 is watched (its exit frees the claims at once, even if this wrapper is killed), then
-we heartbeat until CMD exits, say bye, and exit with CMD's status.
+we heartbeat until CMD exits, say bye, and exit with CMD's status.  Meanwhile every
+write in the worktree is reported as it happens (``agents.watch``; armed before CMD
+starts).
 
 The coordinator going away never stops CMD: after heartbeat x liveness of silence we
 say "coordinator unreachable" on stderr (once), and when it is back we say hello with
@@ -23,6 +25,7 @@ import trio
 from protocol.errors import EXIT_USAGE, exit_code_of, single_errors
 
 from .client import CoordinatorUnreachable, RequestFailed, open_agent
+from .watch import reporting_writes
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -32,12 +35,12 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_as_agent(name: str, argv: list[str], endpoint: str | None = None, as_json: bool = False) -> int:
+def run_as_agent(name: str, argv: list[str], endpoint: str | None = None, as_json: bool = False, watch: bool = True) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
         return _fail(as_json, "bad_request", "no command given (lockstep run --agent NAME -- CMD ...)", EXIT_USAGE)
-    return trio.run(_run, name, argv, endpoint, as_json)
+    return trio.run(_run, name, argv, endpoint, as_json, watch)
 
 
 def _fail(as_json: bool, code: str, message: str, status: int) -> int:
@@ -49,9 +52,9 @@ def _fail(as_json: bool, code: str, message: str, status: int) -> int:
     return status
 
 
-async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool) -> int:
+async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, watch: bool) -> int:
     try:
-        async with open_agent(name, endpoint=endpoint, kind="run") as agent:
+        async with open_agent(name, endpoint=endpoint, kind="run") as agent, reporting_writes(agent, enabled=watch):
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)

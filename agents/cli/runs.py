@@ -17,17 +17,22 @@ from .base import (
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--agent", metavar="NAME", envvar="LOCKSTEP_AGENT", help="The agent's name (default LOCKSTEP_AGENT).")
+@click.option("--no-watch", is_flag=True, help="Do not watch the worktree for writes (hooks and the git guard still check them).")
 @endpoint_option
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run(agent, endpoint, as_json, command):
+def run(agent, no_watch, endpoint, as_json, command):
     """Run COMMAND as agent NAME: lockstep run --agent NAME -- CMD ARGS...
 
     Registers NAME with CMD's pid watched, heartbeats for it, sets LOCKSTEP_AGENT=NAME
     for CMD and its children, forwards SIGINT/SIGTERM/SIGHUP, releases NAME's claims when CMD
     exits and exits with CMD's code (128+N if killed by signal N). Refused (exit 1) if
     NAME is already live; exit 3 without starting CMD if no coordinator answers.
+
+    Every write in the worktree (outside .git, not git-ignored) is reported as NAME's
+    write intent as it happens: a free file is claimed for NAME, a file another agent
+    holds is recorded and published as a conflict (and said on stderr).
 
     \b
     Examples:
@@ -36,7 +41,7 @@ def run(agent, endpoint, as_json, command):
     """
     from agents.run import run_as_agent
 
-    sys.exit(run_as_agent(_need_agent(agent), list(command), endpoint, as_json))
+    sys.exit(run_as_agent(_need_agent(agent), list(command), endpoint, as_json, watch=not no_watch))
 
 
 @main.command()

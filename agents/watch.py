@@ -1,0 +1,247 @@
+"""Every write under ``lockstep run``: the agent's worktree is watched and each write is
+reported to the coordinator as it happens, hooks or not.
+
+A write is any file created, changed or deleted in the worktree, outside ``.git`` and
+not ignored by git.  Writes are gathered in short bursts (``DEBOUNCE_MS``: a formatter
+rewriting 200 files is one report) and each burst is asked as one write intent: a free
+file is claimed for the agent (as an announced write would be), and a file another
+agent holds is blocked, which the coordinator records and publishes (``intent.decided``)
+within the burst window — so a conflict is visible in ``status``, ``top`` and the ledger
+in well under a second even for an agent with no hooks.  A burst that is blocked is
+asked again path by path, so the free files in it are still claimed and each held one
+is reported with its holder.
+
+Limits, said where they apply:
+
+* Writes cannot be told apart by process: when another live agent works in the same
+  worktree, writes are not reported at all (they might be the other agent's).  Hooks,
+  which see each tool call, still attribute them.
+* Writes made in the last moments before the command exits are collected for ``DRAIN``
+  seconds after it exits; the git guard sees anything later.
+* The filesystem watcher is ``watchfiles`` (inotify on Linux, FSEvents, ReadDirectoryChanges);
+  on a filesystem that sends no events (some network mounts) set ``WATCHFILES_FORCE_POLLING``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Callable, Iterable
+
+import trio
+
+from protocol import messages as m
+from protocol.discovery import locate
+from protocol.errors import PeerError
+from protocol.paths import canonical, escape
+
+from .client import AgentSession, CoordinatorUnreachable, RequestFailed, stderr_notice
+
+DEBOUNCE_MS = 300  # a burst of writes is reported at most this long after its first write...
+STEP_MS = 30  # ...or as soon as the worktree has been quiet this long
+DRAIN = 0.3  # seconds after the command exits during which writes it made are still collected
+SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
+
+
+class _Stop:
+    """watchfiles' stop event, read by its thread every ``STEP_MS``: the first read means
+    the watch is armed; after ``drain`` the watch stops (writes already made are in)."""
+
+    def __init__(self) -> None:
+        self._at: float | None = None
+        self.armed = threading.Event()
+
+    def is_set(self) -> bool:
+        self.armed.set()
+        return self._at is not None and time.monotonic() >= self._at
+
+    def set(self, drain: float = 0.0) -> None:
+        at = time.monotonic() + drain
+        self._at = at if self._at is None else min(self._at, at)
+
+
+class WriteReporter:
+    """Reports the writes of one worktree as ``agent``'s write intents."""
+
+    def __init__(self, agent: AgentSession, worktree: Path, notice: Callable[[str], None] = stderr_notice) -> None:
+        self.agent = agent
+        self.worktree = worktree.resolve()
+        self.notice = notice
+        self.reported = 0  # writes reported (for tests and the summary)
+        self.conflicts = 0  # writes to a path another agent holds
+        self._shared: tuple[float, list[str]] | None = None
+        self._said: set[str] = set()
+
+    # ------------------------------------------------------------------ watching
+
+    async def watch(self, stop: _Stop, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Watch until ``stop`` is set; ``task_status.started()`` once the watch is armed
+        (or could not be: then the command runs unwatched, and we say so)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_in_thread, stop)
+            await trio.to_thread.run_sync(stop.armed.wait, abandon_on_cancel=True)
+            task_status.started()
+
+    async def _watch_in_thread(self, stop: _Stop) -> None:
+        from watchfiles import watch  # the Rust watcher: loaded only by `run`
+
+        token = trio.lowlevel.current_trio_token()
+        failures: list[Exception] = []
+
+        def in_thread() -> None:
+            try:
+                batches = watch(
+                    self.worktree,
+                    watch_filter=self._outside_git,
+                    debounce=DEBOUNCE_MS,
+                    step=STEP_MS,
+                    stop_event=stop,
+                    rust_timeout=1000,
+                    ignore_permission_denied=True,
+                )
+                for batch in batches:
+                    trio.from_thread.run(self.report, batch, trio_token=token)
+            except trio.RunFinishedError:
+                pass
+            except Exception as exc:  # the OS refused the watch (e.g. the inotify limit): run goes on
+                failures.append(exc)
+            finally:
+                stop.armed.set()
+
+        try:
+            await trio.to_thread.run_sync(in_thread, abandon_on_cancel=True)
+        finally:
+            stop.set()  # an abandoned thread ends within a step
+        for exc in failures:
+            self.notice(f"cannot watch {self.worktree} ({exc}): writes under run are not reported; hooks and the git guard still check them")
+
+    def _outside_git(self, change, path: str) -> bool:
+        relative = os.path.relpath(path, self.worktree)
+        return ".git" not in relative.split(os.sep) and not relative.startswith("..")
+
+    # ------------------------------------------------------------------ reporting
+
+    async def report(self, changes: Iterable[tuple[int, str]]) -> None:
+        """Report one burst of writes (watchfiles' ``(Change, absolute path)``) as write intents."""
+        files, new_folders = await trio.to_thread.run_sync(self._sorted, list(changes))
+        if new_folders:
+            watched = await self._not_ignored([folder + "/" for folder in new_folders])
+            files += await trio.to_thread.run_sync(self._files_in, watched)
+        files = await self._not_ignored(sorted(set(files)))
+        patterns = []
+        for path in files:
+            try:
+                patterns.append(canonical(escape(path)))
+            except PeerError as exc:
+                self._say_once(path, f"a write to {path!r} cannot be reported: {exc.message}")
+        if not patterns:
+            return
+        try:
+            if await self._shared_worktree():
+                return
+            decision = await self.agent.intent(patterns)
+            if decision.verdict == "block" and len(patterns) > 1:
+                for pattern in patterns:
+                    self._account([pattern], await self.agent.intent([pattern]))
+            else:
+                self._account(patterns, decision)
+        except (CoordinatorUnreachable, RequestFailed) as exc:
+            self.notice(f"writes to {', '.join(patterns[:3])}{' ...' if len(patterns) > 3 else ''} not reported: {exc}")
+
+    def _sorted(self, changes: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+        """(files written, folders created), relative to the worktree.  A folder appearing
+        is not itself a write, but the files in it are (see ``_files_in``)."""
+        from watchfiles import Change
+
+        files, folders = [], []
+        for change, path in changes:
+            if not os.path.isdir(path):
+                files.append(self._relative(path))
+            elif change == Change.added:
+                folders.append(self._relative(path))
+        return files, folders
+
+    def _files_in(self, folders: list[str]) -> list[str]:
+        """The files in new folders: one written before the watcher could watch its new
+        folder (inotify adds a folder only once told it exists) is found by looking."""
+        found = []
+        for folder in folders:
+            for top, dirs, names in os.walk(self.worktree / folder):
+                dirs[:] = [d for d in dirs if d != ".git"]
+                found.extend(self._relative(os.path.join(top, name)) for name in names)
+        return found
+
+    def _relative(self, path: str) -> str:
+        return os.path.relpath(path, self.worktree).replace(os.sep, "/")
+
+    def _account(self, patterns: list[str], decision: m.Decision) -> None:
+        self.reported += len(patterns)
+        if decision.verdict == "block" and decision.holders:
+            self.conflicts += len(patterns)
+            self.notice(f"wrote {', '.join(patterns)}, which {', '.join(decision.holders)} holds: {decision.reason}")
+
+    async def _not_ignored(self, files: list[str]) -> list[str]:
+        """``files`` less those git ignores: one ``git check-ignore`` for the whole burst."""
+        if not files:
+            return files
+        try:
+            done = await trio.run_process(
+                ["git", "check-ignore", "-z", "--stdin"],
+                cwd=self.worktree,
+                stdin=b"".join(os.fsencode(f) + b"\0" for f in files),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        except OSError:
+            return files
+        if done.returncode not in (0, 1):  # 1: nothing ignored
+            return files
+        ignored = set(map(os.fsdecode, done.stdout.split(b"\0")))
+        return [f for f in files if f not in ignored]
+
+    async def _shared_worktree(self) -> bool:
+        """Is another live agent working in this worktree?  (Then a write may be theirs.)"""
+        now = time.monotonic()
+        if self._shared is None or now - self._shared[0] > SHARED_RECHECK:
+            status = await self.agent.status()
+            others = sorted(
+                a.name
+                for a in status.agents
+                if a.state == "alive" and a.name != self.agent.name and a.worktree and Path(a.worktree).resolve() == self.worktree
+            )
+            self._shared = (now, others)
+        others = self._shared[1]
+        if others:
+            self._say_once(
+                "shared:" + ",".join(others),
+                f"{', '.join(others)} also work(s) in {self.worktree}: writes there cannot be told apart, so they are not reported",
+            )
+        return bool(others)
+
+    def _say_once(self, key: str, text: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self.notice(text)
+
+
+@asynccontextmanager
+async def reporting_writes(
+    agent: AgentSession, *, enabled: bool = True, cwd: str | os.PathLike | None = None, notice: Callable[[str], None] = stderr_notice
+) -> AsyncIterator[WriteReporter | None]:
+    """Watch the agent's worktree while inside (armed on entry); on exit, collect the
+    writes already made for ``DRAIN`` seconds, report them, and stop."""
+    if not enabled:
+        yield None
+        return
+    reporter = WriteReporter(agent, locate(cwd).worktree, notice)
+    stop = _Stop()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reporter.watch, stop)
+        try:
+            yield reporter
+        finally:
+            stop.set(DRAIN)

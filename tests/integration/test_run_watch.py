@@ -1,0 +1,109 @@
+"""`lockstep run` watches its worktree: every write its command makes is reported as it
+happens (no hooks involved), a conflict is on record and published within a deadline,
+and a free file is claimed for the writer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import zmq
+
+from protocol.codec import decode_publication
+
+from .conftest import LOCKSTEP, cli, end_process, env_for, holders, status, wait_until
+
+FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
+
+
+def _run(repo_dir, name: str, script: str) -> subprocess.Popen:
+    """``lockstep run --agent NAME -- sh -c SCRIPT`` with a pipe to the script's stdin."""
+    return subprocess.Popen(
+        [*LOCKSTEP, "run", "--agent", name, "--", "sh", "-c", script],
+        cwd=repo_dir, env=env_for(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _intents(repo, agent: str) -> list[dict]:
+    out = cli("ledger", "tail", "-n", "200", "--agent", agent, "--kind", "intent.decided", "--json", cwd=repo.root).out
+    return [json.loads(line)["data"] for line in out.splitlines()]
+
+
+def _said(proc: subprocess.Popen, line: str) -> None:
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def test_a_write_to_a_held_file_is_published_and_a_free_one_claimed(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    (repo.other / ".gitignore").write_text("build/\n")
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(status(repo)["pub"][0])
+    # the script writes when told: an ignored file and a free one, then the held one
+    bob = _run(repo.other, "bob", "read go; mkdir -p build docs; echo o > build/out.o; echo n > docs/notes.md; "
+                                  "read go; echo x >> src/app.py; read end")
+    try:
+        wait_until(lambda: "bob" in {a["name"] for a in status(repo)["agents"] if a["state"] == "alive"}, timeout=20, what="bob's session")
+        while sub.poll(0):  # what the join published; a SUB joins asynchronously, so we also read the ledger below
+            sub.recv_multipart()
+        _said(bob, "go")
+        # docs/ is new: notes.md is written before the watcher can watch the folder
+        wait_until(lambda: holders(repo).get("docs/notes.md") == "bob", timeout=10, what="the free file claimed for bob")
+        assert "build/out.o" not in holders(repo) and not any("build/out.o" in d["paths"] for d in _intents(repo, "bob"))
+
+        written = time.monotonic()
+        _said(bob, "go")
+        blocked = wait_until(lambda: [d for d in _intents(repo, "bob") if d["verdict"] == "block"], timeout=10,
+                             what="the conflicting write on record")
+        assert blocked[0]["paths"] == ["src/app.py"] and blocked[0]["holders"] == ["alice"]
+        publication = _next_publication(sub, "intent.decided", deadline=written + 10)
+        assert publication.agent == "bob" and publication.data["holders"] == ["alice"]
+        assert holders(repo)["src/app.py"] == "alice"  # reported, not taken
+        _said(bob, "end")
+        assert bob.wait(20) == 0
+    finally:
+        end_process(bob)
+        sub.close()
+        ctx.term()
+
+
+def _next_publication(sub, kind: str, deadline: float):
+    while time.monotonic() < deadline:
+        if sub.poll(100):
+            publication = decode_publication(sub.recv_multipart()[1])
+            if publication.kind == kind and publication.data.get("verdict") == "block":
+                return publication
+    raise AssertionError(f"no {kind} publication before the deadline")
+
+
+def test_writes_made_just_before_the_command_exits_are_reported(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    proc = subprocess.run([*LOCKSTEP, "run", "--agent", "bob", "--", "sh", "-c", "echo x >> src/app.py"],
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "alice" in proc.stderr and "src/app.py" in proc.stderr  # the run says it wrote a held file
+    blocked = [d for d in _intents(repo, "bob") if d["verdict"] == "block"]
+    assert blocked and blocked[0]["paths"] == ["src/app.py"] and blocked[0]["holders"] == ["alice"]
+
+
+def test_a_worktree_shared_with_another_live_agent_is_not_reported(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "docs/", "--agent", "carol", cwd=repo.other).rc == 0  # carol works in bob's worktree
+    proc = subprocess.run([*LOCKSTEP, "run", "--agent", "bob", "--", "sh", "-c", "echo x > notes.md"],
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "carol" in proc.stderr and "not reported" in proc.stderr
+    assert _intents(repo, "bob") == []
+
+
+def test_no_watch_reports_nothing(repo, coordinator):
+    coordinator(*FAST)
+    proc = subprocess.run([*LOCKSTEP, "run", "--agent", "bob", "--no-watch", "--", "sh", "-c", "echo x > notes.md"],
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and (repo.other / "notes.md").exists()
+    assert _intents(repo, "bob") == []
