@@ -43,7 +43,8 @@ PER_AGENT = 5  # gate decisions kept per agent for the detail pane
 REFRESH = 0.5  # seconds between redraws (ages move on)
 RESNAPSHOT = 2.0  # seconds between snapshots even when nothing was published (heartbeat ages)
 STATE_KINDS = ("agent.", "claim.", "land.")
-GATE_KINDS = ("intent.decided", "job.finished", "done.decided", "verify.refused", "rule.response", "notice")
+UNANNOUNCED = "write.unannounced"  # a write seen after the fact to a path another agent holds
+GATE_KINDS = ("intent.decided", "job.finished", "done.decided", "verify.refused", "rule.response", "notice", UNANNOUNCED)
 SORTS = ("agent", "age", "path")
 ELLIPSIS = "…"
 
@@ -57,6 +58,7 @@ class View:
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # in flight
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
     by_agent: dict[str, deque] = field(default_factory=dict)  # agent -> its last gate decisions
+    unannounced: deque = field(default_factory=lambda: deque(maxlen=RECENT))  # newest first: see ``note_unannounced``
     gaps: int = 0
     stale_snapshot: bool = True
     storage_error: str = ""  # why the coordinator cannot write its ledger ("" while it can)
@@ -93,10 +95,25 @@ class View:
         if pub.kind in GATE_KINDS:
             self.remember(time.strftime("%H:%M:%S"), pub)
 
-    def remember(self, when: str, pub: m.Publication) -> None:
+    def remember(self, when: str, pub: m.Publication, at: float | None = None) -> None:
+        """A gate decision seen at ``at`` (time.time(); now if None), shown as ``when``."""
+        if pub.kind == UNANNOUNCED:
+            self.note_unannounced(time.time() if at is None else at, pub)
         self.recent.appendleft((when, pub))
         if pub.agent:
             self.by_agent.setdefault(pub.agent, deque(maxlen=PER_AGENT)).appendleft((when, pub))
+
+    def note_unannounced(self, at: float, pub: m.Publication) -> None:
+        """A write nobody announced to paths another agent holds: who wrote which paths,
+        whose they are, what saw it, and when (seconds since the epoch)."""
+        data = pub.data
+        self.unannounced.appendleft({
+            "at": round(at, 3),
+            "agent": pub.agent,
+            "paths": list(data.get("paths", [])),
+            "holders": list(data.get("holders", [])),
+            "source": data.get("source", ""),
+        })
 
     def frozen(self) -> View:
         """A copy that later updates do not touch (what a paused frame shows)."""
@@ -105,6 +122,7 @@ class View:
             jobs={k: dict(v) for k, v in self.jobs.items()},
             recent=deque(self.recent, maxlen=RECENT),
             by_agent={k: deque(v, maxlen=PER_AGENT) for k, v in self.by_agent.items()},
+            unannounced=deque(self.unannounced, maxlen=RECENT),
         )
 
 
@@ -126,7 +144,7 @@ def seed_from_ledger(view: View, events) -> None:
     for e in events:
         if e.kind in kinds:
             pub = m.Publication(seq=0, epoch=e.epoch, kind=kinds[e.kind], agent=e.agent, data=e.data)
-            view.remember(time.strftime("%H:%M:%S", time.localtime(e.ts)), pub)
+            view.remember(time.strftime("%H:%M:%S", time.localtime(e.ts)), pub, at=e.ts)
 
 
 @dataclass
@@ -248,11 +266,13 @@ def _describe(pub: m.Publication) -> tuple[str, str]:
         return "escalate", f"verify: {data.get('reason', '')}"
     if pub.kind == "rule.response":
         return data.get("action", "?"), f"{data.get('finding')}: {data.get('outcome', '')}"
+    if pub.kind == UNANNOUNCED:
+        return "unannounced", f"wrote {', '.join(data.get('paths', []))}, held by {', '.join(data.get('holders', []))}"
     return pub.kind, data.get("message") or data.get("reason") or ""
 
 
 def _verdict(verdict: str) -> Text:
-    style = "green" if verdict in ("allow", "pass") else "red" if verdict in ("block", "fail", "escalate") else "yellow"
+    style = "green" if verdict in ("allow", "pass") else "red" if verdict in ("block", "fail", "escalate", "unannounced") else "yellow"
     return Text(verdict, style=style)
 
 
@@ -370,6 +390,15 @@ def render(view: View, controls: Controls | None = None, *, width: int = 100, no
             rows.append([when, pub.agent or "-", _verdict(verdict), what])
     _fit(rows, headers, 3, width)
     parts.append(_table("recent gate decisions", headers, rows))
+
+    headers = ["time", "writer", "paths", "held by", "seen by"]
+    rows = [
+        [time.strftime("%H:%M:%S", time.localtime(w["at"])), w["agent"] or "-", ", ".join(w["paths"]), ", ".join(w["holders"]), w["source"] or "-"]
+        for w in view.unannounced
+        if _matches(w["agent"], controls.filter) or any(_matches(h, controls.filter) for h in w["holders"])
+    ]
+    _fit(rows, headers, 2, width)
+    parts.append(_table("unannounced writes", headers, rows))
     return Group(*parts)
 
 

@@ -43,6 +43,7 @@ from .client import AgentSession, CoordinatorUnreachable, RequestFailed, stderr_
 DEBOUNCE_MS = 300  # a burst of writes is reported at most this long after its first write...
 STEP_MS = 30  # ...or as soon as the worktree has been quiet this long
 DRAIN = 0.3  # seconds after the command exits during which writes it made are still collected
+IGNORE_CACHE = 50_000  # paths whose ignore verdict is remembered
 SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
 
 
@@ -74,6 +75,7 @@ class WriteReporter:
         self.conflicts = 0  # writes to a path another agent holds
         self._shared: tuple[float, list[str]] | None = None
         self._said: set[str] = set()
+        self._ignored: dict[str, bool] = {}  # path -> git ignores it (see _not_ignored)
 
     # ------------------------------------------------------------------ watching
 
@@ -184,9 +186,21 @@ class WriteReporter:
             self.notice(f"wrote {', '.join(patterns)}, which {', '.join(decision.holders)} holds: {decision.reason}")
 
     async def _not_ignored(self, files: list[str]) -> list[str]:
-        """``files`` less those git ignores: one ``git check-ignore`` for the whole burst."""
-        if not files:
-            return files
+        """``files`` less those git ignores.  Verdicts are remembered per path (an editor
+        saves the same files again and again), so only paths not seen before cost a
+        ``git check-ignore``, one for the whole burst; a changed ``.gitignore`` forgets
+        them all."""
+        if any(f == ".gitignore" or f.endswith("/.gitignore") for f in files) or len(self._ignored) > IGNORE_CACHE:
+            self._ignored.clear()
+        unknown = [f for f in files if f not in self._ignored]
+        if unknown:
+            ignored = await self._check_ignore(unknown)
+            if ignored is None:  # git could not say: report them all, remember nothing
+                return files
+            self._ignored.update((f, f in ignored) for f in unknown)
+        return [f for f in files if not self._ignored[f]]
+
+    async def _check_ignore(self, files: list[str]) -> set[str] | None:
         try:
             done = await trio.run_process(
                 ["git", "check-ignore", "-z", "--stdin"],
@@ -197,11 +211,10 @@ class WriteReporter:
                 check=False,
             )
         except OSError:
-            return files
+            return None
         if done.returncode not in (0, 1):  # 1: nothing ignored
-            return files
-        ignored = set(map(os.fsdecode, done.stdout.split(b"\0")))
-        return [f for f in files if f not in ignored]
+            return None
+        return set(map(os.fsdecode, done.stdout.split(b"\0")))
 
     async def _shared_worktree(self) -> bool:
         """Is another live agent working in this worktree?  (Then a write may be theirs.)"""

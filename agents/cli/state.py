@@ -222,7 +222,8 @@ def ledger_tail(count, follow, agents, kinds, since, as_json):
 @handle_errors
 def top(once, endpoint, as_json):
     """A live view: agents (state, heartbeat age, CPU and memory), claims (holder, age,
-    token, held after a stale holder), checks in flight and recent gate decisions.
+    token, held after a stale holder), checks in flight, recent gate decisions and
+    unannounced writes (a write nobody asked for, to a path another agent holds).
 
     Fed by a snapshot plus sequenced publications, so a late viewer sees the current
     state and a dropped update is noticed and healed; ages move on every frame.
@@ -251,9 +252,9 @@ def top(once, endpoint, as_json):
     async def main_top():
         async with open_connection(address) as conn:
             view.take(await conn.request(m.Status()))
+            seed_from_ledger(view, _recent_events(place))
             if once or as_json:
                 return
-            seed_from_ledger(view, _recent_events(place))
             await run_live(conn, view, Console())
 
     try:
@@ -261,7 +262,8 @@ def top(once, endpoint, as_json):
     except KeyboardInterrupt:
         return
     if as_json:
-        click.echo(json.dumps(msgspec.to_builtins({**_status_payload(view.snapshot), "storage": storage_json(view)})))
+        payload = {**_status_payload(view.snapshot), "storage": storage_json(view), "unannounced": list(view.unannounced)}
+        click.echo(json.dumps(msgspec.to_builtins(payload)))
     elif once:
         console = Console()
         console.print(render(view, width=console.size.width))

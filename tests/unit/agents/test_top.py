@@ -195,3 +195,21 @@ def test_the_storage_condition_is_in_the_header_from_the_snapshot_and_from_publi
     assert "STORAGE: ledger: read-only at y" in _frame_text(view)
     view.take(_snapshot(seq=3))
     assert view.storage_error == "" and "STORAGE" not in _frame_text(view)
+
+
+def test_unannounced_writes_are_kept_from_publications_and_the_ledger():
+    from ledger import Event
+
+    view = _live_view()
+    held = {"paths": ["src/b.py"], "holders": ["bob"], "source": "run watcher"}
+    seed_from_ledger(view, [Event(1, 1000.0, 1, "write.unannounced", "carol", None, None, {**held, "paths": ["src/a.py"], "holders": ["alice"]})])
+    view.apply(m.Publication(seq=1, epoch=1, kind="write.unannounced", agent="alice", data=held))
+    newest, oldest = view.unannounced
+    assert (newest["agent"], newest["paths"], newest["holders"], newest["source"]) == ("alice", ["src/b.py"], ["bob"], "run watcher")
+    assert (oldest["agent"], oldest["at"]) == ("carol", 1000.0)
+    assert view.by_agent["alice"][0][1].kind == "write.unannounced"  # also among alice's gate decisions
+    text = _text(view, now=100.0)
+    assert "unannounced writes" in text and "src/b.py" in text and "run watcher" in text
+    paused = view.frozen()
+    view.apply(m.Publication(seq=2, epoch=1, kind="write.unannounced", agent="alice", data=held))
+    assert len(paused.unannounced) == 2 and len(view.unannounced) == 3
