@@ -25,7 +25,7 @@ import trio
 from protocol.errors import EXIT_USAGE, exit_code_of, single_errors
 
 from .client import CoordinatorUnreachable, RequestFailed, open_agent
-from .watch import reporting_writes
+from .watch import SessionNotices, reporting_writes
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -54,7 +54,9 @@ def _fail(as_json: bool, code: str, message: str, status: int) -> int:
 
 async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, watch: bool) -> int:
     try:
-        async with open_agent(name, endpoint=endpoint, kind="run") as agent, reporting_writes(agent, enabled=watch):
+        notices = SessionNotices()
+        async with open_agent(name, endpoint=endpoint, kind="run", on_notice=notices) as agent, \
+                reporting_writes(agent, enabled=watch, session_notices=notices):
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)

@@ -47,6 +47,20 @@ IGNORE_CACHE = 50_000  # paths whose ignore verdict is remembered
 SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
 
 
+class SessionNotices:
+    """The session's notices for ``open_agent``, held back while the watcher drains after
+    the command exited: the coordinator ended the session with the command, so renewing
+    it to send the last reports is expected, not news."""
+
+    def __init__(self, say: Callable[[str], None] = stderr_notice) -> None:
+        self.say = say
+        self.quiet = False
+
+    def __call__(self, text: str) -> None:
+        if not self.quiet:
+            self.say(text)
+
+
 class _Stop:
     """watchfiles' stop event, read by its thread every ``STEP_MS``: the first read means
     the watch is armed; after ``drain`` the watch stops (writes already made are in)."""
@@ -243,10 +257,16 @@ class WriteReporter:
 
 @asynccontextmanager
 async def reporting_writes(
-    agent: AgentSession, *, enabled: bool = True, cwd: str | os.PathLike | None = None, notice: Callable[[str], None] = stderr_notice
+    agent: AgentSession,
+    *,
+    enabled: bool = True,
+    cwd: str | os.PathLike | None = None,
+    notice: Callable[[str], None] = stderr_notice,
+    session_notices: SessionNotices | None = None,
 ) -> AsyncIterator[WriteReporter | None]:
     """Watch the agent's worktree while inside (armed on entry); on exit, collect the
-    writes already made for ``DRAIN`` seconds, report them, and stop."""
+    writes already made for ``DRAIN`` seconds (``session_notices`` quiet), report them,
+    and stop."""
     if not enabled:
         yield None
         return
@@ -257,4 +277,6 @@ async def reporting_writes(
         try:
             yield reporter
         finally:
+            if session_notices is not None:
+                session_notices.quiet = True
             stop.set(DRAIN)

@@ -88,6 +88,7 @@ def test_writes_made_just_before_the_command_exits_are_reported(repo, coordinato
                           cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "alice" in proc.stderr and "src/app.py" in proc.stderr  # the run says it wrote a held file
+    assert "expired" not in proc.stderr  # the session ended with the command: renewing it to report is no news
     blocked = [d for d in _intents(repo, "bob") if d["verdict"] == "block"]
     assert blocked and blocked[0]["paths"] == ["src/app.py"] and blocked[0]["holders"] == ["alice"]
 
