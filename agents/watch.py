@@ -44,7 +44,8 @@ DEBOUNCE_MS = 300  # a burst of writes is reported at most this long after its f
 STEP_MS = 30  # ...or as soon as the worktree has been quiet this long
 DRAIN = 0.3  # seconds after the command exits during which writes it made are still collected
 IGNORE_CACHE = 50_000  # paths whose ignore verdict is remembered
-SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
+SHARED_RECHECK = 2.0
+MAX_RESTARTS = 20  # times the watch is set up again after it failed, per run  # seconds a "who else works in this worktree" answer is trusted
 
 
 class SessionNotices:
@@ -68,9 +69,13 @@ class _Stop:
     def __init__(self) -> None:
         self._at: float | None = None
         self.armed = threading.Event()
+        self.on_armed: Callable[[], None] | None = None  # called once when (re)armed
 
     def is_set(self) -> bool:
-        self.armed.set()
+        if not self.armed.is_set():
+            self.armed.set()
+            if self.on_armed is not None:
+                self.on_armed()
         return self._at is not None and time.monotonic() >= self._at
 
     def set(self, drain: float = 0.0) -> None:
@@ -107,23 +112,38 @@ class WriteReporter:
         token = trio.lowlevel.current_trio_token()
         failures: list[Exception] = []
 
-        def in_thread() -> None:
+        def say(text: str) -> None:  # from the watch thread
             try:
-                batches = watch(
-                    self.worktree,
-                    watch_filter=self._outside_git,
-                    debounce=DEBOUNCE_MS,
-                    step=STEP_MS,
-                    stop_event=stop,
-                    rust_timeout=1000,
-                    ignore_permission_denied=True,
-                )
-                for batch in batches:
-                    trio.from_thread.run(self.report, batch, trio_token=token)
+                trio.from_thread.run_sync(self.notice, text, trio_token=token)
             except trio.RunFinishedError:
                 pass
-            except Exception as exc:  # the OS refused the watch (e.g. the inotify limit): run goes on
-                failures.append(exc)
+
+        def in_thread() -> None:
+            restarts = 0
+            try:
+                while True:
+                    try:
+                        batches = watch(
+                            self.worktree,
+                            watch_filter=self._outside_git,
+                            debounce=DEBOUNCE_MS,
+                            step=STEP_MS,
+                            stop_event=stop,
+                            rust_timeout=1000,
+                            ignore_permission_denied=True,
+                        )
+                        for batch in batches:
+                            trio.from_thread.run(self._report_or_say, batch, trio_token=token)
+                        return  # stopped
+                    except trio.RunFinishedError:
+                        return
+                    except Exception as exc:  # the OS refused the watch (the inotify limit), or a name it cannot read
+                        if not stop.armed.is_set() or restarts >= MAX_RESTARTS:
+                            failures.append(exc)
+                            return
+                        restarts += 1  # e.g. a file named in bytes that are not UTF-8: that burst is lost, not the watch
+                        stop.armed.clear()
+                        stop.on_armed = lambda exc=exc: say(f"the watch of {self.worktree} failed ({exc}); the writes of that moment are not reported; watching again")
             finally:
                 stop.armed.set()
 
@@ -133,6 +153,13 @@ class WriteReporter:
             stop.set()  # an abandoned thread ends within a step
         for exc in failures:
             self.notice(f"cannot watch {self.worktree} ({exc}): writes under run are not reported; hooks and the git guard still check them")
+
+    async def _report_or_say(self, batch) -> None:
+        """One burst; a failure to report it is said, and the watch goes on."""
+        try:
+            await self.report(batch)
+        except Exception as exc:  # noqa: BLE001 - a bug here must not stop the command's watch
+            self.notice(f"could not report writes ({type(exc).__name__}: {exc}); still watching")
 
     def _outside_git(self, change, path: str) -> bool:
         relative = os.path.relpath(path, self.worktree)
@@ -150,7 +177,10 @@ class WriteReporter:
         patterns = []
         for path in files:
             try:
+                path.encode()  # a name that is not UTF-8 cannot go on the wire
                 patterns.append(canonical(escape(path)))
+            except UnicodeEncodeError:
+                self._say_once(path, f"a write to {path!r} cannot be reported: the name is not UTF-8")
             except PeerError as exc:
                 self._say_once(path, f"a write to {path!r} cannot be reported: {exc.message}")
         if not patterns:

@@ -5,7 +5,9 @@ and a free file is claimed for the writer."""
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
 
 import zmq
@@ -121,6 +123,36 @@ def test_ignored_files_are_skipped_until_the_gitignore_changes(repo, coordinator
         assert "a.o" not in holders(repo)  # ignored (and remembered as ignored)
         _said(bob, "go")  # the .gitignore no longer ignores *.o: the verdict is asked again
         wait_until(lambda: holders(repo).get("a.o") == "bob", timeout=10, what="a.o claimed once no longer ignored")
+        _said(bob, "end")
+        assert bob.wait(20) == 0
+    finally:
+        end_process(bob)
+
+
+def test_names_that_cannot_be_reported_are_said_and_the_watch_goes_on(repo, coordinator):
+    coordinator(*FAST)
+    bob = _run(repo.other, "bob", "read go; echo x > \"$(printf 'bad\\377')\"; read go; echo x > 'back\\slash'; echo n > notes.md; read end")
+    err: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [err.put(line) for line in bob.stderr], daemon=True).start()
+
+    def said(words: str) -> str:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                line = err.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if words in line:
+                return line
+        raise AssertionError(f"run never said {words!r}")
+
+    try:
+        wait_until(lambda: "bob" in {a["name"] for a in status(repo)["agents"] if a["state"] == "alive"}, timeout=20, what="bob's session")
+        _said(bob, "go")  # a name that is not UTF-8: the watcher cannot read it, says so and watches again
+        assert "bad" in said("watching again")
+        _said(bob, "go")
+        assert "back" in said("backslash")  # a name the coordinator refuses: said, skipped
+        wait_until(lambda: holders(repo).get("notes.md") == "bob", timeout=10, what="notes.md claimed after the odd names")
         _said(bob, "end")
         assert bob.wait(20) == 0
     finally:
