@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import AsyncIterator, Callable, Iterable
 
 import trio
+from watchfiles import Change, DefaultFilter, watch
 
 from protocol import messages as m
 from protocol.discovery import locate
@@ -107,8 +108,6 @@ class WriteReporter:
             task_status.started()
 
     async def _watch_in_thread(self, stop: _Stop) -> None:
-        from watchfiles import watch  # the Rust watcher: loaded only by `run`
-
         token = trio.lowlevel.current_trio_token()
         failures: list[Exception] = []
 
@@ -162,8 +161,9 @@ class WriteReporter:
             self.notice(f"could not report writes ({type(exc).__name__}: {exc}); still watching")
 
     def _outside_git(self, change, path: str) -> bool:
+        """Not in ``.git``, and not scratch every tool leaves (see ``_scratch``)."""
         relative = os.path.relpath(path, self.worktree)
-        return ".git" not in relative.split(os.sep) and not relative.startswith("..")
+        return not relative.startswith("..") and not _scratch(relative)
 
     # ------------------------------------------------------------------ reporting
 
@@ -200,8 +200,6 @@ class WriteReporter:
     def _sorted(self, changes: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
         """(files written, folders created), relative to the worktree.  A folder appearing
         is not itself a write, but the files in it are (see ``_files_in``)."""
-        from watchfiles import Change
-
         files, folders = [], []
         for change, path in changes:
             if not os.path.isdir(path):
@@ -216,8 +214,8 @@ class WriteReporter:
         found = []
         for folder in folders:
             for top, dirs, names in os.walk(self.worktree / folder):
-                dirs[:] = [d for d in dirs if d != ".git"]
-                found.extend(self._relative(os.path.join(top, name)) for name in names)
+                dirs[:] = [d for d in dirs if not _scratch(d)]
+                found.extend(self._relative(os.path.join(top, name)) for name in names if not _scratch(name))
         return found
 
     def _relative(self, path: str) -> str:
@@ -283,6 +281,19 @@ class WriteReporter:
         if key not in self._said:
             self._said.add(key)
             self.notice(text)
+
+
+def _scratch(relative: str) -> bool:
+    """``.git``, and what is never source even where no .gitignore says so: caches
+    (``__pycache__``, ``.pytest_cache``, ``node_modules``, virtual environments), compiled
+    Python and editors' swap and backup files (watchfiles' default filter, on the path
+    inside the worktree).  Without this, a repository that does not ignore
+    ``__pycache__`` would see every agent that runs Python claim, and then conflict
+    over, its bytecode."""
+    return not _NOT_SCRATCH(Change.modified, relative)
+
+
+_NOT_SCRATCH = DefaultFilter()
 
 
 @asynccontextmanager

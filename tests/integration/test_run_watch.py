@@ -112,15 +112,17 @@ def test_no_watch_reports_nothing(repo, coordinator):
     assert _intents(repo, "bob") == []
 
 
-def test_ignored_files_are_skipped_until_the_gitignore_changes(repo, coordinator):
+def test_ignored_files_and_scratch_are_skipped_until_the_gitignore_changes(repo, coordinator):
     coordinator(*FAST)
     (repo.other / ".gitignore").write_text("*.o\n")
-    bob = _run(repo.other, "bob", "read go; echo a > a.o; echo n > notes.md; read go; : > .gitignore; echo b > a.o; read end")
+    bob = _run(repo.other, "bob", "read go; echo a > a.o; mkdir __pycache__; echo c > __pycache__/m.pyc; echo s > .notes.md.swp; "
+                                  "echo n > notes.md; read go; : > .gitignore; echo b > a.o; read end")
     try:
         wait_until(lambda: "bob" in {a["name"] for a in status(repo)["agents"] if a["state"] == "alive"}, timeout=20, what="bob's session")
         _said(bob, "go")
         wait_until(lambda: holders(repo).get("notes.md") == "bob", timeout=10, what="notes.md claimed for bob")
         assert "a.o" not in holders(repo)  # ignored (and remembered as ignored)
+        assert {"__pycache__/m.pyc", ".notes.md.swp"}.isdisjoint(holders(repo))  # scratch, though no .gitignore says so
         _said(bob, "go")  # the .gitignore no longer ignores *.o: the verdict is asked again
         wait_until(lambda: holders(repo).get("a.o") == "bob", timeout=10, what="a.o claimed once no longer ignored")
         _said(bob, "end")
