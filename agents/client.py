@@ -245,6 +245,11 @@ class AgentSession:
         head = self.head()
         return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
+    async def wrote(self, paths: list[str], *, source: str = "") -> m.Decision:
+        """Report files already written (a watcher saw them): see ``m.Wrote``."""
+        head = self.head()
+        return await self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head))
+
     async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         """Release; the worktree's uncommitted paths go along (see ``m.Release``)."""
         dirty = await trio.to_thread.run_sync(uncommitted_paths, self._hello.worktree) if self._hello.worktree else None

@@ -318,6 +318,12 @@ class OneShotSession:
         head = self.head()
         return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
 
+    def wrote(self, paths: list[str], *, source: str = "") -> m.Decision:
+        """Report files already written (seen after the fact): free ones are claimed,
+        ones another agent holds become a ``write.unannounced`` event."""
+        head = self.head()
+        return self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head))
+
     def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         """Release; the worktree's uncommitted paths go along, so the coordinator warns
         about (and records) released paths whose changes are not committed."""

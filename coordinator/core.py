@@ -25,7 +25,7 @@ from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
-from protocol.paths import Pattern
+from protocol.paths import Pattern, overlaps
 from protocol.uncommitted import touched
 
 from . import lifecycle, mergeholds, policy
@@ -867,16 +867,36 @@ class Core:
 
     def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
         agent = self._session(msg.session, now)
-        paths = _parse_patterns(msg.paths)
+        self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now))
+
+    def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
+        """A write seen after the fact: the intent gate as if it had been asked (a free
+        path is claimed); paths another agent holds are a ``write.unannounced``."""
+        agent = self._session(msg.session, now)
+        decision = self._intent(agent, msg.paths, None, msg.head, msg.req, now)
+        held = [c for c in decision.conflicts if c.holder != agent.name]
+        if held:
+            paths = sorted({p for p in decision.paths if any(overlaps(Pattern.parse(c.pattern), Pattern.parse(p)) for c in held)})
+            record = rec.WriteUnannounced(
+                agent=agent.name, session=agent.session, paths=paths or decision.paths, holders=decision.holders,
+                source=msg.source, conflicts=held,
+            )
+            self._record(record)
+            self._publish(record.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
+        self._reply(peer, decision)
+
+    def _intent(self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float) -> m.Decision:
+        """Decide, record and publish one write intent; the reply to send."""
+        paths = _parse_patterns(texts)
         for path in paths:
             if not path.is_literal:
                 raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
         self._counts["intents"] += 1
-        stale = self._stale_bases(paths, msg.head)
+        stale = self._stale_bases(paths, head)
         if stale and self._stale_blocks():
             verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
         else:
-            outcome = self._decide_intent(agent, paths, msg.token, now)
+            outcome = self._decide_intent(agent, paths, token, now)
             verdict, reason, token, conflicts = outcome.verdict, outcome.reason, outcome.token, outcome.conflicts
             if stale and verdict != "block":
                 verdict, reason = "warn", "; ".join(_stale_reasons(stale)) + f" (allowed: {reason})"
@@ -884,7 +904,7 @@ class Core:
         total = len(conflicts) if len(conflicts) > CONFLICTS_LISTED else 0
         conflicts = conflicts[:CONFLICTS_LISTED]
         decision = m.Decision(
-            req=msg.req,
+            req=req,
             verdict=verdict,
             reason=reason,
             paths=[p.text for p in paths],
@@ -909,7 +929,7 @@ class Core:
         )
         data = {k: v for k, v in msgspec.to_builtins(decision).items() if k not in ("type", "req")}
         self._publish("intent.decided", agent.name, data)
-        self._reply(peer, decision)
+        return decision
 
     def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float) -> IntentOutcome:
         """The intent gate.  Writes are exclusive use of a path."""
@@ -1065,6 +1085,7 @@ class Core:
         m.Claim: _on_claim,
         m.Release: _on_release,
         m.Intent: _on_intent,
+        m.Wrote: _on_wrote,
         m.Status: _on_status,
         m.Fresh: _on_fresh,
         m.Bye: _on_bye,
@@ -1118,7 +1139,7 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 
 # Requests whose retry must not act twice (a second grant, a second job).
-_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.Land})
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.Land})
 
 
 def check_agent_name(name: str) -> None:

@@ -239,6 +239,17 @@ class IntentDecided(Record, frozen=True, kw_only=True):
     stale: list[StaleBase] = []  # paths the integration branch changed since the agent's base
 
 
+class WriteUnannounced(Record, frozen=True, kw_only=True):
+    """A write seen after the fact (``wrote``) to paths another agent holds."""
+
+    KIND: ClassVar[str] = "write.unannounced"
+
+    paths: list[str]  # the written paths others hold
+    holders: list[str]
+    source: str = ""  # what saw the write
+    conflicts: list[Conflict] = []
+
+
 class MergeHeld(Record, frozen=True, kw_only=True):
     """Released paths whose commits on the holder's ``branch`` have not reached the
     integration branch (``target``) stay refused to others until they do."""
@@ -547,7 +558,7 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
 CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, LedgerCompacted, TokensReserved,
     AgentJoined, AgentWatched, AgentAdopted, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
-    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, MergeHeld, MergeFreed,
+    ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, WriteUnannounced, MergeHeld, MergeFreed,
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, DoneDecided,

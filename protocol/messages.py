@@ -127,6 +127,18 @@ class Intent(Request, frozen=True, kw_only=True, tag="intent"):
     head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
 
 
+class Wrote(Request, frozen=True, kw_only=True, tag="wrote"):
+    """Files the agent has already written, seen after the fact (a hook comparing the
+    worktree before and after a tool call, a watcher): the same gate as an intent
+    (a free path is auto-claimed); a path another agent holds is a ``write.unannounced``
+    event and publication, and the ``block``/``warn`` decision names the holders."""
+
+    session: str
+    paths: list[str]
+    source: str = ""  # what saw the write, e.g. "claude PostToolUse Bash", "run watcher"
+    head: str | None = None  # the commit checked out in the agent's worktree
+
+
 class Status(Request, frozen=True, kw_only=True, tag="status"):
     """The registry, or the part of it that concerns ``agent`` and/or paths overlapping
     the pattern ``path``.  Over ``STATUS_LIST_LIMIT`` bytes the lists are left out and
@@ -511,7 +523,7 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error

@@ -507,3 +507,27 @@ def test_without_the_edit_batch_policy_the_core_starts_no_verify():
     d.intent(s, "a.py")
     d.advance(10.0, keep_alive=(s,))
     assert "job.started" not in d.kinds()
+
+
+def test_a_write_seen_after_the_fact_claims_a_free_path_and_reports_a_held_one():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(b, "src/held.py")
+    free = d.send(m.Wrote(session=a, paths=["src/free.py"], source="claude PostToolUse Bash"))
+    assert free.verdict == "allow" and free.token is not None
+    assert [c.holder for c in d.status().claims if c.pattern == "src/free.py"] == ["alice"]
+    assert "write.unannounced" not in d.kinds()
+    held = d.send(m.Wrote(session=a, paths=["src/free.py", "src/held.py"], source="claude PostToolUse Bash"))
+    assert held.verdict == "block" and held.holders == ["bob"]
+    event = next(r for r in d.records if r.KIND == "write.unannounced")
+    assert (event.agent, event.paths, event.holders, event.source) == ("alice", ["src/held.py"], ["bob"], "claude PostToolUse Bash")
+    assert any(p.kind == "write.unannounced" and p.data["paths"] == ["src/held.py"] for p in d.publications)
+
+
+def test_a_write_after_the_fact_in_warn_mode_warns_and_is_still_reported():
+    d = Driver(mode="parallel-warn")
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(b, "src/held.py")
+    decision = d.send(m.Wrote(session=a, paths=["src/held.py"]))
+    assert decision.verdict == "warn" and decision.holders == ["bob"]
+    assert "write.unannounced" in d.kinds()

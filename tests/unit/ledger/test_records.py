@@ -84,6 +84,7 @@ SAMPLES: list[rec.Record] = [
     rec.ClaimExpired(agent="a", session="3.1", token=7, patterns=["src/**"], reason="a: no heartbeat", hold_for=15.0),
     rec.ReleaseUncommitted(agent="a", session="3.1", paths=["src/x.py"], patterns=["src/"], worktree="/w/a", when="session end"),
     rec.IntentDecided(agent="a", session="3.1", token=8, verdict="allow", reason="allowed", paths=["x.py"]),
+    rec.WriteUnannounced(agent="a", session="3.1", paths=["x.py"], holders=["b"], source="claude PostToolUse Bash", conflicts=[Conflict(holder="b", pattern="x.py", access="exclusive", token=2)]),
     rec.MergeHeld(agent="a", session="3.1", paths={"x.py": ["c1", "c2"]}, branch="refs/heads/a", target="main"),
     rec.MergeFreed(agent="a", paths=["x.py"], branch="refs/heads/a", reason="abandoned by op: dead", forced=True, by="op"),
     rec.LandQueued(agent="a", job="1.3", branch="refs/heads/a", head="c" * 40, cwd="/w"),
