@@ -44,6 +44,8 @@ from protocol.errors import UsageError
 
 __all__ = ["CLIENTS", "Change", "apply", "default_command", "plan", "settings_path"]
 
+# A turn-end hook may wait for a verify run (agents/turns.py waits at most 570 s).
+STOP_TIMEOUT = 600
 # Per client: the settings files and {event: (matcher or None, timeout)}; Gemini CLI
 # counts timeouts in milliseconds, the others in seconds.  Only events the hook
 # commands act on are registered: a hook process costs every tool call a start-up.
@@ -54,6 +56,9 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "events": {
             "PreToolUse": ("Write|Edit|MultiEdit|NotebookEdit|Bash", 30),
             "PostToolUse": ("Write", 30),
+            "UserPromptSubmit": (None, 30),
+            "Stop": (None, STOP_TIMEOUT),
+            "SubagentStop": (None, STOP_TIMEOUT),
         },
     },
     "codex": {
@@ -61,6 +66,8 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".codex/hooks.json",
         "events": {
             "PreToolUse": ("Bash|apply_patch", 30),
+            "UserPromptSubmit": (None, 30),
+            "Stop": (None, STOP_TIMEOUT),
         },
     },
     "gemini": {
@@ -68,6 +75,8 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".gemini/settings.json",
         "events": {
             "BeforeTool": ("write_file|replace|run_shell_command", 30_000),
+            "BeforeAgent": (None, 30_000),
+            "AfterAgent": (None, STOP_TIMEOUT * 1000),
         },
     },
 }

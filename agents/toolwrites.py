@@ -155,19 +155,33 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     if problem is not None:
         return _failed(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")
-    if kind != CLIENT_EVENTS[client]:
-        return Answer(0, "{}")
+    from agents import turns
+
     try:
-        return before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
+        if kind == CLIENT_EVENTS[client]:
+            return before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
+        if kind in turns.TURN_ENDS[client]:
+            return Answer(0, turns.turn_end(client, agent_for(client, event), event, endpoint))
+        if kind in turns.TURN_STARTS[client]:
+            return Answer(0, turns.turn_start(agent_for(client, event), event, endpoint))
+        return Answer(0, "{}")
     except Exception as exc:  # noqa: BLE001 - every failure gets an answer the client shows
         from agents.oneshot import CoordinatorUnreachable, RequestFailed
 
         known = isinstance(exc, (CoordinatorUnreachable, RequestFailed))
         message = f"{exc}" if known else f"unexpected {type(exc).__name__}: {exc}"
-        return _failed(client, message, kind, fail_closed)
+        return _failed(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
 
 
-def _failed(client: str, problem: str, kind: str | None, fail_closed: bool) -> Answer:
+def _failed(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:
+    from agents import turns
+
+    if kind in turns.TURN_ENDS[client]:  # a stop: blocking it again and again would trap the model
+        if fail_closed and not looping:
+            return Answer(0, turns.block(client, f"lockstep: {problem}; the turn's work is not verified (--fail-closed)"))
+        return Answer(0, turns.let_end(f"lockstep: {problem}; this turn ends unverified"))
+    if kind in turns.TURN_STARTS[client]:  # never refuse a user's prompt for our failure
+        return warn(client, f"lockstep: {problem}; this turn is not tracked", kind)
     if fail_closed:
         return deny(client, f"lockstep: {problem} (--fail-closed)")
     return warn(client, f"lockstep: {problem}; this write is not coordinated", kind)

@@ -82,11 +82,25 @@ class Gates:
         job = self._open_job("check", agent, msg, probe=msg.probe, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))
 
+    def on_turn(self, peer, msg: m.TurnStart, now: float) -> None:
+        """A new turn (a user prompt): the repair-loop count starts again."""
+        agent = self._session(msg.session, now)
+        self._record(rec.TurnStarted(agent=agent.name, session=agent.session, tree=msg.tree or msgspec.UNSET))
+        self._reply(peer, m.Ok(req=msg.req, message=f"{agent.name} starts a new turn"))
+
     def on_verify(self, peer, msg: m.Verify, now: float) -> None:
         agent = self._optional_session(msg.session, now)
         reg = self.registry
+        if msg.turn_end and agent is None:
+            raise PeerError("bad_request", "the turn-end gate needs the agent's session")
         if agent is not None and msg.new_turn:
             self._record(rec.TurnStarted(agent=agent.name, session=agent.session))
+        if agent is not None and msg.turn_end:
+            if self._turn_end(peer, msg, agent):
+                return
+        elif agent is not None and (job := reg.passed_on(agent.name, msg.tree)) is not None:
+            self._reuse(peer, msg, agent, job)
+            return
         if agent is not None and reg.failing_rounds.get(agent.name, 0) >= self.settings.max_repair_loops:
             last = reg.last_verify.get(agent.name)
             failed = ", ".join(last.failed) if last else "?"
@@ -103,16 +117,73 @@ class Gates:
         job = self._open_job("verify", agent, msg, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="verify"))
 
+    def _reuse(self, peer, msg: m.Verify, agent: Agent, job: str) -> None:
+        """Verify on content that already passed: the earlier run's pass stands, recorded
+        as a run of its own (it counts for the done gate like any run started now)."""
+        reused = f"{self.registry.epoch}.{self.registry.job_counter + 1}"
+        reason = f"verify run {job} passed on this same content (tree {msg.tree[:12]}): answered from the ledger, nothing re-run"
+        self._record(rec.JobStarted(agent=agent.name, session=agent.session, job=reused, kind="verify", cwd=msg.cwd))
+        self._record(rec.VerifyFinished(agent=agent.name, job=reused, kind="verify", verdict="pass", reason=reason, passed=True, tree=msg.tree, reused=job))
+        gate = m.Gate(req=msg.req, subject="verify", verdict="pass", reason=reason, job=reused, agent=agent.name, tree=msg.tree)
+        self._publish("job.finished", agent.name, {"job": reused, "kind": "verify", "verdict": "pass", "reason": reason, "responses": [], "gate": msgspec.to_builtins(gate)})
+        self._reply(peer, gate)
+
+    def _turn_end(self, peer, msg: m.Verify, agent: Agent) -> bool:
+        """The turn-end gate (a Stop hook): answer at once when no run is needed (and
+        say so in the ledger), or join a verify run of the agent already running.
+        False: a run must start."""
+        reg = self.registry
+        decided = self.stop_gate(agent.name, msg.tree)
+        if decided is not None:
+            verdict, reason, job, failed = decided
+            self._record(rec.StopDecided(agent=agent.name, session=agent.session, verdict=verdict, reason=reason, tree=msg.tree, job=job, failed=failed))
+            self._publish("stop.decided", agent.name, {"verdict": verdict, "reason": reason, "tree": msg.tree, "job": job, "failed": failed})
+            self._reply(peer, m.Gate(req=msg.req, subject="stop", verdict=verdict, reason=reason, agent=agent.name, job=job, tree=msg.tree))
+            return True
+        running = reg.running_verify(agent.name)
+        if running is not None:  # wait for the run under way rather than start a second
+            self._reply(peer, m.Accepted(req=msg.req, job=running, kind="verify"))
+            return True
+        return False
+
+    def stop_gate(self, name: str, tree: str) -> tuple[str, str, str, list[str]] | None:
+        """``(verdict, reason, job, failed)`` when the turn may end without a run; None
+        when verify must run (or a running one be waited for)."""
+        reg, settings = self.registry, self.settings
+        if not settings.turn_gate:
+            return "allow", "the turn-end gate is off ([verify] turn_gate = false)", "", []
+        if settings.verify_policy == "off":
+            return "allow", "verify policy is off: turns end unchecked", "", []
+        if name not in reg.blocked:
+            if (job := reg.passed_on(name, tree)) is not None:
+                return "allow", f"verify run {job} passed on this content", job, []
+            if tree and reg.turn_trees.get(name) == tree:
+                return "allow", "nothing changed in this turn: no verify needed", "", []
+        rounds = reg.failing_rounds.get(name, 0)
+        if rounds >= settings.max_repair_loops:
+            last = reg.last_verify.get(name)
+            failed = list(last.failed) if last and not last.passed else []
+            job = last.job if last else ""
+            reason = (
+                f"the turn ends with verify failing: {rounds} failing round{'s' if rounds != 1 else ''} this turn "
+                f"(max_repair_loops = {settings.max_repair_loops}); the failure report of job {job or '?'} stands: "
+                f"{', '.join(failed) or 'see its report'} failed. `lockstep verify --full {job}` prints it"
+            )
+            return "escalate", reason, job, failed
+        return None
+
     def on_done(self, peer, msg: m.Done, now: float) -> None:
         agent = self._session(msg.session, now)
-        done = self.done_gate(agent.name)
+        done = self.done_gate(agent.name, msg.tree, msg.head_tree)
         verdict, reason = done.verdict, done.reason
         self._record(rec.DoneDecided(agent=agent.name, session=agent.session, verdict=verdict, reason=reason))
         self._publish("done.decided", agent.name, {"verdict": verdict, "reason": reason})
         self._reply(peer, m.Gate(req=msg.req, subject="done", verdict=verdict, reason=reason, agent=agent.name))
 
-    def done_gate(self, name: str) -> Verdict:
-        """Pass only if a verify run that started after the agent's last write passed."""
+    def done_gate(self, name: str, tree: str = "", head_tree: str = "") -> Verdict:
+        """Pass only if a verify run that started after the agent's last write passed,
+        and - when the agent says what its worktree holds (``tree``) - passed on that
+        very content: an edit nobody announced changes the content and blocks."""
         reg = self.registry
         if self.settings.verify_policy == "off":
             return Verdict("pass", "verify policy is off: done is not gated")
@@ -121,12 +192,18 @@ class Gates:
         last_write = reg.last_write.get(name)
         last = reg.last_verify.get(name)
         if last_write is None and (last is None or last.passed):
-            return Verdict("pass", f"{name} wrote nothing: there is nothing to verify")
+            if not tree or tree == head_tree:
+                return Verdict("pass", f"{name} wrote nothing: there is nothing to verify")
+            if (job := reg.passed_on(name, tree)) is not None:
+                return Verdict("pass", f"verify run {job} passed on this content")
+            return Verdict("block", "the worktree has changes no passing verify run has seen (written without an intent?): run `lockstep verify` first")
         if last is None or last.mark < last_write:
             return Verdict("block", "no verify run since your last write: run `lockstep verify` first")
         if not last.passed:
             return Verdict("block", f"the last verify run (job {last.job}) failed: {', '.join(last.failed) or 'see its report'}")
-        return Verdict("pass", f"verify run {last.job} passed after your last write")
+        if tree and last.tree != tree:
+            return Verdict("block", f"the worktree changed since verify run {last.job} passed (an edit nobody announced?): run `lockstep verify` again")
+        return Verdict("pass", f"verify run {last.job} passed after your last write" + (" on this content" if tree else ""))
 
     def on_plan_run(self, peer, msg: m.PlanRun, now: float) -> None:
         agent = self._optional_session(msg.session, now)
@@ -160,7 +237,7 @@ class Gates:
         data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
         if kind == "verify":  # the done gate and the repair loop read this one
             failed = [r.get("name", "?") for r in gate.results if r.get("verdict") != "pass"]
-            self._record(rec.VerifyFinished(agent=gate.agent, **data, passed=gate.verdict == "pass", failed=failed))
+            self._record(rec.VerifyFinished(agent=gate.agent, **data, passed=gate.verdict == "pass", failed=failed, tree=gate.tree))
         else:
             self._record(rec.JobFinished(agent=gate.agent, **data))
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})

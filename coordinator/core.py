@@ -1094,6 +1094,7 @@ class Core:
         m.Check: lambda core, peer, msg, now: core.gates.on_check(peer, msg, now),
         m.Verify: lambda core, peer, msg, now: core.gates.on_verify(peer, msg, now),
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
+        m.TurnStart: lambda core, peer, msg, now: core.gates.on_turn(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
         m.Land: _on_land,
     }
@@ -1139,7 +1140,7 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 
 # Requests whose retry must not act twice (a second grant, a second job).
-_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.Land})
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land})
 
 
 def check_agent_name(name: str) -> None:

@@ -70,6 +70,7 @@ class JobView:
     gate: m.Gate | None = None
     about: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> where and how it ran
     worktree: Path | None = None  # where a verify run's checks run
+    tree: str = ""  # a verify run: the content id it ran on ("" unknown, or changed during the run)
     started: float = field(default_factory=time.monotonic)
 
     def reply(self, req: int) -> m.JobReply:
@@ -203,6 +204,8 @@ class JobRunner:
     async def _run_verify(self, view: JobView, specs: list[ProbeSpec]) -> list[ProbeResult]:
         """The read-only checks in parallel, then the autofix ones if all passed
         (coordinator/autofix.py); results in spec order."""
+        worktree = view.worktree or self._repo_root
+        before = await trio.to_thread.run_sync(_content_or_nothing, worktree)
         read_only = [spec for spec in specs if not spec.autofix]
         results = await self._pool.run_suite(read_only, on_result=lambda i, r: self._progress(view, r))
         fixers = [spec for spec in specs if spec.autofix]
@@ -212,6 +215,8 @@ class JobRunner:
                 self._pool, fixers, view.worktree or self._repo_root, failed,
                 lambda path: self._holder_of(path, view.agent), lambda r: self._progress(view, r),
             )
+        after = await trio.to_thread.run_sync(_content_or_nothing, worktree) if before else ""
+        view.tree = before if before == after else ""  # the result is about this content only if it held still
         order = {spec.name: index for index, spec in enumerate(specs)}
         return sorted(results, key=lambda r: order.get(r.name, len(order)))
 
@@ -308,7 +313,7 @@ class JobRunner:
         else:
             reason = f"{len(failed)} of {len(results)} failed: " + "; ".join(f"{r.name}: {r.finding} ({r.reason})" for r in failed)
         ordered = [msgspec.to_builtins(r) for r in results]
-        return m.Gate(subject=view.kind, verdict="fail" if failed else "pass", reason=reason, job=view.job, agent=view.agent, results=ordered)
+        return m.Gate(subject=view.kind, verdict="fail" if failed else "pass", reason=reason, job=view.job, agent=view.agent, results=ordered, tree=view.tree)
 
     # ------------------------------------------------------------------ rules
 
@@ -484,3 +489,14 @@ class JobRunner:
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))
 
+
+def _content_or_nothing(worktree: Path) -> str:
+    """The worktree's content id, or "" when git cannot give one (the run still runs;
+    its result is then not keyed on content)."""
+    from protocol.content import ContentError, content_id
+
+    try:
+        return content_id(worktree)
+    except ContentError as exc:
+        log.warning("no content id for %s: %s", worktree, exc)
+        return ""

@@ -90,6 +90,10 @@ class VerifyOutcome(msgspec.Struct, frozen=True):
     mark: int  # the clock when the run started
     passed: bool
     failed: list[str]  # names of the failing checks
+    tree: str = ""  # the content id it ran on ("" unknown)
+
+
+PASSED_TREES_KEPT = 32  # per agent: the contents its newest passing verify runs ran on
 
 
 class SnapshotAgent(msgspec.Struct, frozen=True):
@@ -152,6 +156,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     edit_batches: list[str] = []  # agents with an edit batch not yet verified
     merge_holds: list[SnapshotMergeHold] = []
     taken: float = 0.0  # wall-clock time it was taken (0: unknown), so shown ages count downtime
+    passed_trees: dict[str, dict[str, str]] = {}
+    turn_trees: dict[str, str] = {}
 
 
 SNAPSHOT_FORMAT = 1
@@ -183,6 +189,10 @@ class Registry:
     # agent -> time of the last allowed write of its edit batch, until a verify run (or
     # its refusal) takes the batch; acted on by Core.tick with after-each-edit-batch
     edit_batches: dict[str, float] = field(default_factory=dict)
+    # agent -> content id -> the verify run that passed on it (newest last, bounded):
+    # verify on content that already passed answers from here; so do done and Stop.
+    passed_trees: dict[str, dict[str, str]] = field(default_factory=dict)
+    turn_trees: dict[str, str] = field(default_factory=dict)  # agent -> content its turn started from
     expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
     # Released paths whose commits have not reached the integration branch (mergeholds.py).
@@ -245,6 +255,8 @@ class Registry:
             blocked=dict(self.blocked),
             repair=self.repair,
             edit_batches=list(self.edit_batches),
+            passed_trees={agent: dict(trees) for agent, trees in self.passed_trees.items()},
+            turn_trees=dict(self.turn_trees),
             merge_holds=[
                 SnapshotMergeHold(h.path.text, h.holder, h.branch, list(h.commits), h.target)
                 for h in self.merge_holds_by_path.values()
@@ -271,6 +283,8 @@ class Registry:
             blocked=dict(snap.blocked),
             repair=snap.repair,
             edit_batches=dict.fromkeys(snap.edit_batches, now),
+            passed_trees={agent: dict(trees) for agent, trees in snap.passed_trees.items()},
+            turn_trees=dict(snap.turn_trees),
         )
         for a in snap.agents:
             seen = now - a.seen_ago - downtime if timed else now
@@ -329,6 +343,8 @@ class Registry:
                 self._verify_finished(record)
             case rec.TurnStarted():
                 self.failing_rounds.pop(record.agent, None)
+                if isinstance(record.tree, str) and record.tree:
+                    self.turn_trees[record.agent] = record.tree
             case rec.RuleDecided():
                 if record.action == "retry":
                     self.repair = self.repair.with_retry(record.agent, record.finding, now)
@@ -473,12 +489,26 @@ class Registry:
             return
         agent, mark = started
         passed = record.passed
-        self.last_verify[agent] = VerifyOutcome(record.job, mark, passed, list(record.failed))
+        self.last_verify[agent] = VerifyOutcome(record.job, mark, passed, list(record.failed), record.tree)
+        if passed and record.tree:
+            trees = self.passed_trees.setdefault(agent, {})
+            trees.pop(record.tree, None)
+            trees[record.tree] = record.reused if isinstance(record.reused, str) else record.job
+            while len(trees) > PASSED_TREES_KEPT:
+                del trees[next(iter(trees))]
         if passed:
             self.failing_rounds.pop(agent, None)
             self.blocked.pop(agent, None)
         else:
             self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
+
+    def running_verify(self, agent: str) -> str | None:
+        """The job id of a verify run of ``agent`` that has not finished, if any."""
+        return next((job for job, (name, _) in self.verify_marks.items() if name == agent), None)
+
+    def passed_on(self, agent: str, tree: str) -> str | None:
+        """The verify run of ``agent`` that passed on content ``tree``, if any."""
+        return self.passed_trees.get(agent, {}).get(tree) if tree else None
 
     def _intent_decided(self, record: rec.IntentDecided, now: float) -> None:
         if record.verdict in ("allow", "warn"):

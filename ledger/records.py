@@ -407,6 +407,8 @@ class VerifyFinished(_JobEnd, frozen=True, kw_only=True):
 
     passed: bool = False
     failed: list[str] = []  # names of the failing checks
+    tree: str = ""  # the content id the run ran on ("" if unknown, or it changed during the run)
+    reused: str | UnsetType = UNSET  # answered from the ledger: the earlier run that passed on this content
 
 
 class VerifyRefused(Record, frozen=True, kw_only=True):
@@ -421,6 +423,21 @@ class TurnStarted(Record, frozen=True, kw_only=True):
     """The agent starts a new turn: its repair-loop count starts again."""
 
     KIND: ClassVar[str] = "turn.started"
+
+    tree: str | UnsetType = UNSET  # the content id the turn starts from (a user prompt's hook)
+
+
+class StopDecided(Record, frozen=True, kw_only=True):
+    """The turn-end gate let a turn end without running verify, or let it end failing
+    (the repair-loop bound was reached: ``reason`` carries the failure report)."""
+
+    KIND: ClassVar[str] = "stop.decided"
+
+    verdict: str  # "allow" (no run needed) | "escalate" (the turn ends failing)
+    reason: str
+    tree: str = ""
+    job: str = ""  # the verify run whose result stands, if any
+    failed: list[str] = []  # when the turn ends failing: the checks that fail
 
 
 class DoneDecided(Record, frozen=True, kw_only=True):
@@ -561,7 +578,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, WriteUnannounced, MergeHeld, MergeFreed,
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
-    TurnStarted, DoneDecided,
+    TurnStarted, StopDecided, DoneDecided,
     RuleDecided, RuleResponse, Notice, TaskQueued, PeerCutOff,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,

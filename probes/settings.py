@@ -88,6 +88,11 @@ class VerifyConfig(Table):
     max_repair_loops: Annotated[int, Meta(ge=0), setting(
         "failing verify rounds per agent turn before verify stops re-running and the failure report stands",
     )] = 3
+    turn_gate: Annotated[bool, setting(
+        "at the end of an agent's turn (the Stop hooks `lockstep hook install` registers), run verify on "
+        "its worktree's content unless that content already passed, and block the stop while it fails "
+        "(at most max_repair_loops times a turn); false lets every turn end unchecked",
+    )] = True
     # These two are read from the worktree's lockstep.toml at each run, like [checks].
     venv: Annotated[str, setting(
         "the Python virtual environment checks run in, relative to the worktree (default: detected; "
@@ -99,7 +104,9 @@ class VerifyConfig(Table):
 
 
 # The [verify] keys as the coordinator's flat Settings names them.
-VERIFY_SETTING_NAMES = {"policy": "verify_policy", "max_repair_loops": "max_repair_loops", "venv": "verify_venv", "env": "verify_env"}
+VERIFY_SETTING_NAMES = {
+    "policy": "verify_policy", "max_repair_loops": "max_repair_loops", "turn_gate": "turn_gate", "venv": "verify_venv", "env": "verify_env",
+}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):

@@ -196,6 +196,8 @@ class Verify(Request, frozen=True, kw_only=True, tag="verify"):
     session: str | None = None
     new_turn: bool = False  # the agent starts a new turn: its repair-loop count resets
     venv: str = ""  # VIRTUAL_ENV of the shell that asked: checks use it (probes.environment)
+    tree: str = ""  # the content id of the worktree (protocol.content): a pass on it answers at once
+    turn_end: bool = False  # asked by a Stop hook: the turn-end gate decides (see docs/protocol.md)
 
 
 class Done(Request, frozen=True, kw_only=True, tag="done"):
@@ -203,6 +205,17 @@ class Done(Request, frozen=True, kw_only=True, tag="done"):
     that started after its last write intent."""
 
     session: str
+    tree: str = ""  # the content id of the agent's worktree now (protocol.content)
+    head_tree: str = ""  # the tree of its checked-out commit: equal to ``tree`` means nothing changed
+
+
+class TurnStart(Request, frozen=True, kw_only=True, tag="turn"):
+    """The agent starts a new turn (a user prompt): its repair-loop count starts again,
+    and the content it starts from is remembered (a turn that changes nothing needs no
+    verify at its end)."""
+
+    session: str
+    tree: str = ""
 
 
 class Compact(Request, frozen=True, kw_only=True, tag="compact"):
@@ -410,13 +423,14 @@ class Accepted(Reply, frozen=True, kw_only=True, tag="accepted"):
 class Gate(Reply, frozen=True, kw_only=True, tag="gate"):
     """A gate decision on a check, verify run, ``done`` or plan."""
 
-    subject: str  # "check" | "verify" | "done" | "plan"
+    subject: str  # "check" | "verify" | "done" | "plan" | "stop" (the turn-end gate)
     verdict: Literal["pass", "fail", "escalate", "block", "allow"]
     reason: str
     job: str = ""
     agent: str | None = None
     results: list[dict[str, Any]] = []
     responses: list[dict[str, Any]] = []
+    tree: str = ""  # a verify run: the content id it ran on ("" if unknown or it changed during the run)
 
 
 class JobReply(Reply, frozen=True, kw_only=True, tag="job_reply"):
@@ -523,7 +537,7 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
-    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote
+    | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote | TurnStart
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error

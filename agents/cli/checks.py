@@ -313,7 +313,9 @@ def verify(new_turn, full_job, explain, agent, endpoint, as_json):
     (its venv; the worktree's sources first), with LOCKSTEP_AGENT and
     LOCKSTEP_WORKTREE set; --explain (or --json, under details.environment) says why. Exit 0 only if all pass. With --agent the run counts for that agent's
     `done` gate and repair loop; after max_repair_loops failing rounds the failure
-    report stands and nothing re-runs (exit 1). The whole output of every check is
+    report stands and nothing re-runs (exit 1). With --agent, content that already
+    passed for that agent (the same git tree of the worktree's files) answers at
+    once from the ledger and says so. The whole output of every check is
     kept in the state directory (its path is in the report); --full JOB prints it.
 
     \b
@@ -329,8 +331,21 @@ def verify(new_turn, full_job, explain, agent, endpoint, as_json):
 
     load_config(discovery.locate().worktree)  # a broken lockstep.toml is bad input (exit 2), not a failed run
     venv = os.environ.get("VIRTUAL_ENV", "")  # the venv active here is the one checks use
-    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn, venv=venv), as_json, explain)
+    tree = _content()[0] if agent else ""  # content that already passed answers at once
+    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=os.getcwd(), session=s, new_turn=new_turn, venv=venv, tree=tree), as_json, explain)
     _finish(gate, as_json)
+
+
+def _content() -> tuple[str, str]:
+    """(content id, HEAD's tree) of this worktree; ("", "") when git cannot say (the
+    gates then fall back to announced writes alone)."""
+    from protocol.content import ContentError, content_id, head_tree
+
+    top = discovery.locate().worktree
+    try:
+        return content_id(top), head_tree(top)
+    except ContentError:
+        return "", ""
 
 
 def _print_full(job: str, as_json: bool) -> None:
@@ -362,7 +377,8 @@ def _print_full(job: str, as_json: bool) -> None:
 @handle_errors
 def done(agent, endpoint, as_json):
     """Declare the agent's goal finished: passes (exit 0) only if a verify run that
-    started after its last write intent passed; otherwise blocked (exit 1), with why.
+    started after its last write intent passed on the worktree's content as it is now
+    (an edit nobody announced blocks too); otherwise blocked (exit 1), with why.
 
     \b
     Examples:
@@ -373,8 +389,9 @@ def done(agent, endpoint, as_json):
 
     name = _need_agent(agent)
 
+    tree, head = _content()
     with open_oneshot(name, endpoint=endpoint) as session:
-        gate = session.call(lambda s: m.Done(session=s))
+        gate = session.call(lambda s: m.Done(session=s, tree=tree, head_tree=head))
     _finish(gate, as_json)
 
 

@@ -52,14 +52,17 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
     from agents import hooks
 
     text = sys.stdin.read()
-    if '"Bash"' in text:  # a shell call: ask for the files the command will write
+    if '"Bash"' in text or '"PreToolUse"' not in text and '"PostToolUse"' not in text:
+        # a shell call (the files the command will write), or a turn's start or end
         import json
 
         try:
             peek = json.loads(text)
         except ValueError:
             peek = None
-        if isinstance(peek, dict) and peek.get("tool_name") == "Bash" and peek.get("hook_event_name") == "PreToolUse":
+        kind = peek.get("hook_event_name") if isinstance(peek, dict) else None
+        shell = isinstance(peek, dict) and peek.get("tool_name") == "Bash" and kind == "PreToolUse"
+        if shell or kind in ("Stop", "SubagentStop", "UserPromptSubmit"):
             from agents import toolwrites
 
             answer = toolwrites.answer("claude", text, endpoint, fail_closed)

@@ -27,12 +27,16 @@ def hook():
 @json_option
 @handle_errors
 def hook_claude(fail_closed, endpoint, as_json):
-    """Claude Code hook (PreToolUse and PostToolUse): reads the event JSON on stdin.
+    """Claude Code hook: reads the event JSON on stdin.
 
-    Before Write/Edit/MultiEdit/NotebookEdit it asks for a write intent; a block
-    answers `permissionDecision: deny` with the holders, shown to the model. After
-    Write it reads the file back and compares hashes; a lost write exits 2 so the
-    model sees it. In .claude/settings.json:
+    Before Write/Edit/MultiEdit/NotebookEdit (and Bash: the files the command writes)
+    it asks for a write intent; a block answers `permissionDecision: deny` with the
+    holders, shown to the model. After Write it reads the file back and compares
+    hashes; a lost write exits 2 so the model sees it. UserPromptSubmit starts a new
+    turn; Stop and SubagentStop run verify on the worktree's content (unless it
+    already passed or nothing changed this turn) and block the stop with the
+    failures while it fails, at most max_repair_loops times a turn. `lockstep hook
+    install claude` registers all of these; by hand, in .claude/settings.json:
 
     \b
       "hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",
@@ -71,7 +75,9 @@ def hook_codex(fail_closed, endpoint, as_json):
     for a write intent for every file of the envelope (Update, Add, Delete, Move to);
     before Bash, for the files the command writes (redirections, sed -i, cp, mv, rm,
     git checkout --, ...). A block answers permissionDecision deny naming the holders;
-    a warning is a systemMessage and additionalContext. Other events answer {}.
+    a warning is a systemMessage and additionalContext. UserPromptSubmit starts a new
+    turn; Stop runs the turn-end gate (as for Claude Code: decision block with the
+    failures while verify fails). Other events answer {}.
 
     \b
     Examples:
@@ -90,7 +96,9 @@ def hook_gemini(fail_closed, endpoint, as_json):
     """Gemini CLI hook: reads the event JSON on stdin. Before write_file and replace it
     asks for a write intent for the file; before run_shell_command, for the files the
     command writes. A block answers {"decision": "deny", "reason": ...} naming the
-    holders; a warning is a systemMessage. Other events answer {}.
+    holders; a warning is a systemMessage. BeforeAgent starts a new turn; AfterAgent
+    runs the turn-end gate (decision deny with the failures: Gemini CLI retries the
+    turn with them). Other events answer {}.
 
     \b
     Examples:
@@ -115,9 +123,11 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
     the worktree) or the same under your home folder (--user).
 
     Merges with what is there and touches nothing else; running it again changes
-    nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash and
-    PostToolUse on Write. Codex: PreToolUse on Bash|apply_patch. Gemini CLI:
-    BeforeTool on write_file|replace|run_shell_command.
+    nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash,
+    PostToolUse on Write, UserPromptSubmit, Stop and SubagentStop. Codex: PreToolUse
+    on Bash|apply_patch, UserPromptSubmit and Stop. Gemini CLI: BeforeTool on
+    write_file|replace|run_shell_command, BeforeAgent and AfterAgent. Turn-end hooks
+    get 600 s (they may wait for a verify run).
 
     \b
     Examples:
