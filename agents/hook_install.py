@@ -55,7 +55,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".claude/settings.json",
         "events": {
             "PreToolUse": ("Write|Edit|MultiEdit|NotebookEdit|Bash", 30),
-            "PostToolUse": ("Write", 30),
+            "PostToolUse": ("Write|Bash", 30),
             "UserPromptSubmit": (None, 30),
             "Stop": (None, STOP_TIMEOUT),
             "SubagentStop": (None, STOP_TIMEOUT),
@@ -66,6 +66,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".codex/hooks.json",
         "events": {
             "PreToolUse": ("Bash|apply_patch", 30),
+            "PostToolUse": ("Bash|apply_patch", 30),
             "UserPromptSubmit": (None, 30),
             "Stop": (None, STOP_TIMEOUT),
         },
@@ -75,6 +76,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "user": ".gemini/settings.json",
         "events": {
             "BeforeTool": ("write_file|replace|run_shell_command", 30_000),
+            "AfterTool": ("write_file|replace|run_shell_command", 30_000),
             "BeforeAgent": (None, 30_000),
             "AfterAgent": (None, STOP_TIMEOUT * 1000),
         },

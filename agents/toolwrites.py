@@ -155,11 +155,15 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     if problem is not None:
         return _failed(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")
-    from agents import turns
+    from agents import afterwrites, turns
 
     try:
         if kind == CLIENT_EVENTS[client]:
-            return before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
+            answer = before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
+            _remember(client, event, answer)
+            return answer
+        if kind == afterwrites.AFTER_EVENTS[client] and event.get("tool_name") in afterwrites.COMPARED_TOOLS[client]:
+            return after_tool(client, event, endpoint)
         if kind in turns.TURN_ENDS[client]:
             return Answer(0, turns.turn_end(client, agent_for(client, event), event, endpoint))
         if kind in turns.TURN_STARTS[client]:
@@ -173,8 +177,52 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
         return _failed(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
 
 
+def _remember(client: str, event: dict, answer: Answer) -> None:
+    """Before a compared call that goes ahead: keep the worktree's dirty files, so the
+    call's after-hook sees every file it changed.  Best effort: a failure here must
+    not stop the call (the comparison is then skipped)."""
+    from agents import afterwrites
+
+    if event.get("tool_name") not in afterwrites.COMPARED_TOOLS[client] or '"deny"' in answer.stdout:
+        return
+    try:
+        from protocol.discovery import locate
+
+        place = locate(str(event.get("cwd") or os.getcwd()))
+        afterwrites.remember(place.state_dir, place.worktree, agent_for(client, event), event)
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
+
+
+def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
+    """After a compared call: every file it changed is reported (``wrote``); what
+    another agent holds is fed back to the model (agents/afterwrites.py)."""
+    from agents import afterwrites
+    from agents.oneshot import open_oneshot
+    from protocol.discovery import locate
+    from protocol.paths import Pattern, escape, overlaps
+
+    cwd = str(event.get("cwd") or os.getcwd())
+    place = locate(cwd)
+    agent = agent_for(client, event)
+    paths = afterwrites.written_paths(place.state_dir, place.worktree, agent, event)
+    if not paths:
+        return Answer(0, "{}")
+    source = f"{client} {event.get('hook_event_name')} {event.get('tool_name')}"
+    with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
+        decision = session.wrote([escape(path) for path in paths], source=source)
+    if decision.verdict == "allow" or not decision.holders:
+        return Answer(0, "{}")
+    patterns = [Pattern.parse(c.pattern) for c in decision.conflicts]
+    held = [p for p in paths if any(overlaps(q, Pattern.parse(escape(p))) for q in patterns)] or paths
+    return Answer(0, afterwrites.feedback(client, held, decision))
+
+
 def _failed(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:
-    from agents import turns
+    from agents import afterwrites, turns
+
+    if kind == afterwrites.AFTER_EVENTS[client]:  # the call ran: say so, never refuse after the fact
+        return warn(client, f"lockstep: {problem}; the files this call wrote are not coordinated", kind)
 
     if kind in turns.TURN_ENDS[client]:  # a stop: blocking it again and again would trap the model
         if fail_closed and not looping:

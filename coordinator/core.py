@@ -871,7 +871,8 @@ class Core:
 
     def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
         """A write seen after the fact: the intent gate as if it had been asked (a free
-        path is claimed); paths another agent holds are a ``write.unannounced``."""
+        path is claimed); paths another agent holds are a ``write.unannounced``, and
+        the other paths, written all the same, are decided (claimed) on their own."""
         agent = self._session(msg.session, now)
         decision = self._intent(agent, msg.paths, None, msg.head, msg.req, now)
         held = [c for c in decision.conflicts if c.holder != agent.name]
@@ -883,6 +884,9 @@ class Core:
             )
             self._record(record)
             self._publish(record.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
+            free = [p for p in decision.paths if p not in record.paths]
+            if decision.verdict == "block" and free and record.paths != decision.paths:
+                self._intent(agent, free, None, msg.head, msg.req, now)  # the rest is written too: claim it
         self._reply(peer, decision)
 
     def _intent(self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float) -> m.Decision:

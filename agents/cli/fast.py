@@ -61,7 +61,7 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
         except ValueError:
             peek = None
         kind = peek.get("hook_event_name") if isinstance(peek, dict) else None
-        shell = isinstance(peek, dict) and peek.get("tool_name") == "Bash" and kind == "PreToolUse"
+        shell = isinstance(peek, dict) and peek.get("tool_name") == "Bash" and kind in ("PreToolUse", "PostToolUse")
         if shell or kind in ("Stop", "SubagentStop", "UserPromptSubmit"):
             from agents import toolwrites
 

@@ -137,3 +137,52 @@ def test_with_no_coordinator_a_stop_ends_visibly_or_blocks_under_fail_closed(rep
     assert "decision" not in _answer(_hook("claude", looping, repo.root, "--fail-closed"))  # never traps the model
     prompt = _answer(_hook("codex", _fixture("codex", "user_prompt_submit.json", repo.root), repo.root, "--fail-closed"))
     assert "decision" not in prompt and "not tracked" in prompt["systemMessage"]
+
+
+def test_files_a_shell_call_changed_are_claimed_or_reported_after_the_fact(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/held.py", "--agent", "alice", cwd=repo.root).rc == 0
+    (repo.other / "src" / "dirty.py").write_text("before\n")  # dirty before the call, unchanged by it
+    # Claude Code runs a generator whose targets no parser can read
+    before = _fixture("claude", "pre_tool_use_bash.json", repo.other, tool_input={"command": "./generate.sh", "description": "Generate"})
+    assert _answer(_hook("claude", before, repo.other, env={"LOCKSTEP_AGENT": "bob"})) == {}
+    (repo.other / "src" / "held.py").write_text("generated\n")
+    (repo.other / "src" / "free.py").write_text("generated\n")
+    (repo.other / "src" / "app.py").write_text("print('rewritten')\n")
+    after = _fixture("claude", "post_tool_use_bash.json", repo.other, tool_input={"command": "./generate.sh", "description": "Generate"})
+    told = _answer(_hook("claude", after, repo.other, env={"LOCKSTEP_AGENT": "bob"}))
+    assert told["decision"] == "block" and "src/held.py" in told["reason"] and "alice" in told["reason"]
+    assert "src/free.py" not in told["reason"] and told["hookSpecificOutput"]["additionalContext"] == told["reason"]
+    unannounced = _ledger(repo, "write.unannounced")
+    assert [(e["agent"], e["data"]["paths"], e["data"]["holders"]) for e in unannounced] == [("bob", ["src/held.py"], ["alice"])]
+    assert unannounced[0]["data"]["source"] == "claude PostToolUse Bash"
+    holders = {c["pattern"]: c["holder"] for c in json.loads(cli("status", "--json", cwd=repo.root).out)["claims"]}
+    assert holders["src/free.py"] == "bob" and holders["src/app.py"] == "bob" and "src/dirty.py" not in holders
+    # the same after-hook again has no "before": nothing is compared
+    assert _answer(_hook("claude", after, repo.other, env={"LOCKSTEP_AGENT": "bob"})) == {}
+
+
+def test_codex_and_gemini_calls_are_compared_too(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/held.py", "--agent", "alice", cwd=repo.root).rc == 0
+    before = _fixture("codex", "pre_tool_use_bash.json", repo.other)  # echo x > src/main.py
+    assert _answer(_hook("codex", before, repo.other, env={"LOCKSTEP_AGENT": "bob"})) == {}
+    (repo.other / "src" / "main.py").write_text("x\n")
+    (repo.other / "src" / "held.py").write_text("x\n")
+    codex = _answer(_hook("codex", _fixture("codex", "post_tool_use_bash.json", repo.other), repo.other, env={"LOCKSTEP_AGENT": "bob"}))
+    assert codex["decision"] == "block" and "src/held.py" in codex["reason"] and "src/main.py" not in codex["reason"]
+    # Gemini CLI runs a formatter over src/: it rewrites the file bob now holds
+    fmt = {"command": "npx prettier --write .", "description": "Format", "directory": "src"}
+    carol = {"LOCKSTEP_AGENT": "carol"}
+    assert _answer(_hook("gemini", _fixture("gemini", "before_tool_shell.json", repo.other, tool_input=fmt), repo.other, env=carol)) == {}
+    (repo.other / "src" / "main.py").write_text("x  \n")
+    gemini = _answer(_hook("gemini", _fixture("gemini", "after_tool_shell.json", repo.other, tool_input=fmt), repo.other, env=carol))
+    assert "bob" in gemini["hookSpecificOutput"]["additionalContext"] and "src/main.py" in gemini["systemMessage"]
+    assert [e["agent"] for e in _ledger(repo, "write.unannounced")] == ["bob", "carol"]
+
+
+def test_with_no_coordinator_an_after_hook_warns_visibly_and_never_refuses(repo):
+    after = _fixture("claude", "post_tool_use_bash.json", repo.root)
+    before = _fixture("claude", "pre_tool_use_bash.json", repo.root)
+    _hook("claude", before, repo.root)  # no coordinator: the intent fails, so nothing is kept
+    assert _answer(_hook("claude", after, repo.root, "--fail-closed")) == {}

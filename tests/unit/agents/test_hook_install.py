@@ -101,7 +101,7 @@ def test_dry_run_diff_and_no_write(tmp_path: Path) -> None:
     path.write_text("{}\n")
     change = plan("gemini", path, command="lockstep hook gemini")
     assert "+" in change.diff() and "BeforeTool" in change.diff()
-    assert set(json.loads(change.after)["hooks"]) == {"BeforeTool", "BeforeAgent", "AfterAgent"}
+    assert set(json.loads(change.after)["hooks"]) == {"BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent"}
     assert path.read_text() == "{}\n"
     gemini_hook = json.loads(change.after)["hooks"]["BeforeTool"][0]
     assert gemini_hook["matcher"] == "write_file|replace|run_shell_command"

@@ -531,3 +531,12 @@ def test_a_write_after_the_fact_in_warn_mode_warns_and_is_still_reported():
     decision = d.send(m.Wrote(session=a, paths=["src/held.py"]))
     assert decision.verdict == "warn" and decision.holders == ["bob"]
     assert "write.unannounced" in d.kinds()
+
+
+def test_a_write_after_the_fact_still_claims_the_free_paths_beside_a_held_one():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(b, "src/held.py")
+    decision = d.send(m.Wrote(session=a, paths=["src/held.py", "src/free.py"]))
+    assert decision.verdict == "block" and decision.holders == ["bob"]
+    assert {c.pattern: c.holder for c in d.status().claims} == {"src/held.py": "bob", "src/free.py": "alice"}
