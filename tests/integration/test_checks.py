@@ -15,7 +15,7 @@ import uuid
 import psutil
 import pytest
 
-from .conftest import LOCKSTEP, cli, end_process, env_for, wait_until
+from .conftest import LOCKSTEP, _git, cli, end_process, env_for, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 
@@ -397,6 +397,9 @@ def test_plan_status_says_what_a_step_waits_for_and_how_to_satisfy_it(repo, coor
         '[[step]]\nid = "review"\nexpect = "review the change"\nagent = "reviewer"\n\n'
         '[[step]]\nid = "after"\nrun = "true"\n'
     )
+    # committed: done is keyed on the worktree's content, and the reviewer changed nothing
+    _git(repo.root, "add", "PLAN.toml")
+    _git(repo.root, "commit", "-q", "-m", "plan")
     job = cli("plan", "run", "PLAN.toml", "--detach", "--json", cwd=repo.root).json["job"]
 
     def waiting():
