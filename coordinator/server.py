@@ -43,8 +43,7 @@ import trio
 import zmq
 
 from ledger import Ledger, LedgerError
-from ledger.records import ClaimReleased, LedgerCompacted
-from ledger.records import PeerCutOff
+from ledger.records import ClaimReleased, LedgerCompacted, PeerCutOff
 from probes.pool import open_probe_pool
 from protocol.codec import decode_request, encode, sniff_req
 from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
@@ -59,9 +58,9 @@ from protocol.messages import (
     Fresh,
     Heartbeat,
     JobQuery,
-    LandQuery,
     Keys,
     KeysReply,
+    LandQuery,
     Release,
     Status,
     StatusReply,
