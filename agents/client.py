@@ -58,7 +58,7 @@ from protocol.codec import decode_reply, encode
 from protocol.discovery import Place, locate
 from protocol.errors import single_errors
 from protocol.gitrefs import read_head
-from protocol.procs import process_started
+from protocol.procs import is_same_process, process_started
 from protocol.trio_zmq import TrioSocket
 from protocol.uncommitted import uncommitted_paths
 
@@ -204,12 +204,21 @@ class AgentSession:
             self._on_notice(welcome.notice)
         return welcome
 
-    async def _renew(self, stale_session: str) -> None:
+    async def _renew(self, stale_session: str, *, to_send: bool = False) -> None:
         """Say hello again with our session: the coordinator resumes it if it is still
-        live (e.g. after a restart), else opens a new one with no claims and says so."""
+        live (e.g. after a restart), else opens a new one with no claims and says so.
+
+        A session that ended because its watched process exited is not renewed by the
+        heartbeat (nothing is left to keep alive); a request still to send (``to_send``:
+        the last writes ``run`` reports) renews it without the pid watch."""
         async with self._rehello_lock:
             if self.welcome is not None and self.welcome.session != stale_session:
                 return  # another task already did
+            pid = self._hello.pid
+            if pid is not None and not is_same_process(pid, self._hello.pid_started):
+                if not to_send:
+                    return
+                self._hello = msgspec.structs.replace(self._hello, pid=None, pid_started=None)
             self._hello = msgspec.structs.replace(self._hello, session=stale_session)
             await self.hello()
             self._hello = msgspec.structs.replace(self._hello, session=None)
@@ -227,7 +236,7 @@ class AgentSession:
             moved = self._rediscover() or self.conn.endpoint != endpoint  # (the heartbeat task may have moved us)
             if not moved:
                 raise  # same endpoint: the socket reconnects by itself when it is back
-        await self._renew(session)
+        await self._renew(session, to_send=True)
         return await self.conn.request(build(self.session))
 
     def _rediscover(self) -> bool:
