@@ -109,7 +109,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "done",
-        "description": "Declare your goal finished: passes only after a passing verify run that started after your last write.",
+        "description": "Declare your goal finished: passes only when a verify run passed on the worktree's current content.",
         "inputSchema": _arguments({}),
         "outputSchema": _GATE,
     },
@@ -120,7 +120,23 @@ TOOLS: list[dict[str, Any]] = [
             "then the branch moves. Waits for the verdict: landed, or (isError) conflict with the hunks and the other agent, "
             "failed with the failing checks, stale, blocked, each saying what to fix."
         ),
-        "inputSchema": {"type": "object", "properties": {"branch": {"type": "string", "description": "default: your worktree's branch"}}},
+        "inputSchema": _arguments({"branch": {"type": "string", "minLength": 1, "description": "default: your worktree's branch"}}),
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "job": {"type": "string"},
+                "branch": {"type": "string"},
+                "target": {"type": "string"},
+                "stage": {"type": "string"},
+                "verdict": {"enum": ["", "landed", "conflict", "failed", "stale", "blocked"]},
+                "reason": {"type": "string"},
+                "commit": {"type": "string"},
+                "changed": _STRINGS,
+                "conflicts": {"type": "array"},
+                "results": {"type": "array"},
+            },
+            "required": ["job", "verdict", "reason"],
+        },
     },
 ]
 _BY_NAME = {tool["name"]: tool for tool in TOOLS}
