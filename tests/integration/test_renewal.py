@@ -278,7 +278,7 @@ def test_run_says_once_that_a_killed_coordinator_is_unreachable_and_registers_ag
     first = coordinator(*LISTENING)
     carol = RunAgent(repo, "carol")
     try:
-        before = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        before = wait_until(lambda: (s := live_session(repo, "carol")) and s["pid"] and s, timeout=20, what="carol's watched session")
         first.kill()  # SIGKILL: no goodbye; carol makes no request of her own
         wait_until(lambda: carol.said("coordinator unreachable"), timeout=20, what="run to say the coordinator is unreachable")
         coordinator(*LISTENING)
@@ -303,7 +303,7 @@ def test_run_says_once_that_a_stopped_coordinator_is_unreachable_and_resumes_whe
     coord = coordinator(*LISTENING)
     carol = RunAgent(repo, "carol")
     try:
-        before = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        before = wait_until(lambda: (s := live_session(repo, "carol")) and s["pid"] and s, timeout=20, what="carol's watched session")
         os.kill(coord.pid, signal.SIGSTOP)
         try:
             wait_until(lambda: carol.said("coordinator unreachable"), timeout=20, what="run to say the coordinator is unreachable")
