@@ -180,9 +180,15 @@ def test_keys_from_elsewhere_and_other_repositories_are_refused(net: Net, origin
     assert net.status(origin.root)["claims"] == []
 
     # A clone of another repository is told so at enrollment (its root commit differs).
-    other = make_repo(tmp_path / "elsewhere" / "unrelated")
+    # (its own content: two repositories made alike in the same second share their root commit)
+    other = tmp_path / "elsewhere" / "unrelated"
+    other.mkdir(parents=True)
+    _git(other, "init", "-q", "-b", "main")
+    (other / "README").write_text("another project\n")
+    _git(other, "add", ".")
+    _git(other, "-c", "user.email=o@example.com", "-c", "user.name=o", "commit", "-q", "-m", "another project")
     token = net.run("coord", "invite", "dave", "--json", cwd=origin.root).json["token"]
-    wrong = net.run("a", "join", token, "--json", cwd=other.root)
+    wrong = net.run("a", "join", token, "--json", cwd=other)
     assert wrong.rc == 2 and wrong.json["error"]["code"] == "wrong_repo", wrong
     assert "another repository" in wrong.json["error"]["message"]
 
