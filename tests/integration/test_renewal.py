@@ -138,7 +138,7 @@ def test_an_attached_long_lived_client_follows_the_renewal(repo, coordinator, ag
     coordinator(*PAUSABLE)
     carol = RunAgent(repo, "carol")
     try:
-        first = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        first = wait_until(lambda: (s := live_session(repo, "carol")) and s["pid"] and s, timeout=20, what="carol's watched session")
         # A second process acting as carol (an agent framework holding the client
         # library's connection): it attaches to the wrapper's session.
         attached = agents("carol", repo.root, kind="oneshot")
@@ -230,7 +230,7 @@ def test_the_mcp_server_keeps_working_across_a_renewal_and_the_wrapper_takes_ove
     carol = RunAgent(repo, "carol")
     mcp = None
     try:
-        first = wait_until(lambda: live_session(repo, "carol"), timeout=20, what="carol's session")
+        first = wait_until(lambda: (s := live_session(repo, "carol")) and s["pid"] and s, timeout=20, what="carol's watched session")
         mcp = McpServer(repo, "carol")
         payload, failed = mcp.tool("claim", paths=["src/app.py"])
         assert not failed, payload
