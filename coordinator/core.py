@@ -872,7 +872,9 @@ class Core:
     def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
         """A write seen after the fact: the intent gate as if it had been asked (a free
         path is claimed); paths another agent holds are a ``write.unannounced``, and
-        the other paths, written all the same, are decided (claimed) on their own."""
+        the other paths, written all the same, are decided (claimed) on their own -
+        in ``parallel-warn`` mode too, where the batch's verdict is ``warn`` and the
+        gate claimed nothing."""
         agent = self._session(msg.session, now)
         decision = self._intent(agent, msg.paths, None, msg.head, msg.req, now)
         held = [c for c in decision.conflicts if c.holder != agent.name]
@@ -885,7 +887,7 @@ class Core:
             self._record(record)
             self._publish(record.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
             free = [p for p in decision.paths if p not in record.paths]
-            if decision.verdict == "block" and free and record.paths != decision.paths:
+            if decision.verdict in ("block", "warn") and free and record.paths != decision.paths:
                 self._intent(agent, free, None, msg.head, msg.req, now)  # the rest is written too: claim it
         self._reply(peer, decision)
 

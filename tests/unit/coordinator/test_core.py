@@ -540,3 +540,14 @@ def test_a_write_after_the_fact_still_claims_the_free_paths_beside_a_held_one():
     decision = d.send(m.Wrote(session=a, paths=["src/held.py", "src/free.py"]))
     assert decision.verdict == "block" and decision.holders == ["bob"]
     assert {c.pattern: c.holder for c in d.status().claims} == {"src/held.py": "bob", "src/free.py": "alice"}
+
+
+def test_in_warn_mode_a_write_after_the_fact_still_claims_the_free_paths_beside_a_held_one():
+    d = Driver(mode="parallel-warn")
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(b, "src/held.py")
+    decision = d.send(m.Wrote(session=a, paths=["src/free.py", "src/held.py"], source="run watcher"))
+    assert decision.verdict == "warn" and decision.holders == ["bob"]
+    assert {c.pattern: c.holder for c in d.status().claims} == {"src/held.py": "bob", "src/free.py": "alice"}
+    event = next(r for r in d.records if r.KIND == "write.unannounced")
+    assert (event.agent, event.paths, event.holders, event.source) == ("alice", ["src/held.py"], ["bob"], "run watcher")
