@@ -3,13 +3,14 @@ reported to the coordinator as it happens, hooks or not.
 
 A write is any file created, changed or deleted in the worktree, outside ``.git`` and
 not ignored by git.  Writes are gathered in short bursts (``DEBOUNCE_MS``: a formatter
-rewriting 200 files is one report) and each burst is asked as one write intent: a free
-file is claimed for the agent (as an announced write would be), and a file another
-agent holds is blocked, which the coordinator records and publishes (``intent.decided``)
-within the burst window — so a conflict is visible in ``status``, ``top`` and the ledger
-in well under a second even for an agent with no hooks.  A burst that is blocked is
-asked again path by path, so the free files in it are still claimed and each held one
-is reported with its holder.
+rewriting 200 files is one report) and each burst is reported as writes made after the
+fact (``wrote``, as the hooks' after-call comparison reports them), decided by the
+intent gate: a free file is claimed for the agent (as an announced write would be), and
+a file another agent holds is a ``write.unannounced`` event, recorded and published
+with its holders (beside the gate's ``intent.decided``) within the burst window — so a
+conflict is visible in ``status``, ``top`` and the ledger in well under a second even
+for an agent with no hooks.  The free files of a burst that also wrote a held one are
+claimed all the same, in every mode.
 
 Limits, said where they apply:
 
@@ -37,16 +38,17 @@ from watchfiles import Change, DefaultFilter, watch
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError
-from protocol.paths import canonical, escape
+from protocol.paths import Pattern, canonical, escape, overlaps
 
 from .client import AgentSession, CoordinatorUnreachable, RequestFailed, stderr_notice
 
+SOURCE = "run watcher"  # what saw the writes, in the ``write.unannounced`` record
 DEBOUNCE_MS = 300  # a burst of writes is reported at most this long after its first write...
 STEP_MS = 30  # ...or as soon as the worktree has been quiet this long
 DRAIN = 0.3  # seconds after the command exits during which writes it made are still collected
 IGNORE_CACHE = 50_000  # paths whose ignore verdict is remembered
-SHARED_RECHECK = 2.0
-MAX_RESTARTS = 20  # times the watch is set up again after it failed, per run  # seconds a "who else works in this worktree" answer is trusted
+SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
+MAX_RESTARTS = 20  # times the watch is set up again after it failed, per run
 
 
 class SessionNotices:
@@ -85,7 +87,7 @@ class _Stop:
 
 
 class WriteReporter:
-    """Reports the writes of one worktree as ``agent``'s write intents."""
+    """Reports the writes of one worktree as ``agent``'s writes after the fact."""
 
     def __init__(self, agent: AgentSession, worktree: Path, notice: Callable[[str], None] = stderr_notice) -> None:
         self.agent = agent
@@ -168,7 +170,7 @@ class WriteReporter:
     # ------------------------------------------------------------------ reporting
 
     async def report(self, changes: Iterable[tuple[int, str]]) -> None:
-        """Report one burst of writes (watchfiles' ``(Change, absolute path)``) as write intents."""
+        """Report one burst of writes (watchfiles' ``(Change, absolute path)``) as writes after the fact."""
         files, new_folders = await trio.to_thread.run_sync(self._sorted, list(changes))
         if new_folders:
             watched = await self._not_ignored([folder + "/" for folder in new_folders])
@@ -188,12 +190,7 @@ class WriteReporter:
         try:
             if await self._shared_worktree():
                 return
-            decision = await self.agent.intent(patterns)
-            if decision.verdict == "block" and len(patterns) > 1:
-                for pattern in patterns:
-                    self._account([pattern], await self.agent.intent([pattern]))
-            else:
-                self._account(patterns, decision)
+            self._account(patterns, await self.agent.wrote(patterns, source=SOURCE))
         except (CoordinatorUnreachable, RequestFailed) as exc:
             self.notice(f"writes to {', '.join(patterns[:3])}{' ...' if len(patterns) > 3 else ''} not reported: {exc}")
 
@@ -223,9 +220,12 @@ class WriteReporter:
 
     def _account(self, patterns: list[str], decision: m.Decision) -> None:
         self.reported += len(patterns)
-        if decision.verdict == "block" and decision.holders:
-            self.conflicts += len(patterns)
-            self.notice(f"wrote {', '.join(patterns)}, which {', '.join(decision.holders)} holds: {decision.reason}")
+        if decision.verdict == "allow" or not decision.holders:
+            return
+        others = [Pattern.parse(c.pattern) for c in decision.conflicts if c.holder != self.agent.name]
+        held = [p for p in patterns if any(overlaps(q, Pattern.parse(p)) for q in others)] or patterns
+        self.conflicts += len(held)
+        self.notice(f"wrote {', '.join(held)}, which {', '.join(decision.holders)} holds: {decision.reason}")
 
     async def _not_ignored(self, files: list[str]) -> list[str]:
         """``files`` less those git ignores.  Verdicts are remembered per path (an editor

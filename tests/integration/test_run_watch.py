@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 import zmq
 
 from protocol.codec import decode_publication
@@ -159,3 +160,54 @@ def test_names_that_cannot_be_reported_are_said_and_the_watch_goes_on(repo, coor
         assert bob.wait(20) == 0
     finally:
         end_process(bob)
+
+
+def _ledger(repo, kind: str) -> list[dict]:
+    out = cli("ledger", "tail", "-n", "200", "--kind", kind, "--json", cwd=repo.root).out
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _next_kind(sub, kind: str, deadline: float):
+    while time.monotonic() < deadline:
+        if sub.poll(100):
+            publication = decode_publication(sub.recv_multipart()[1])
+            if publication.kind == kind:
+                return publication
+    raise AssertionError(f"no {kind} publication before the deadline")
+
+
+@pytest.mark.parametrize("mode", ["parallel-strict", "parallel-warn"])
+def test_a_run_child_writing_a_held_file_without_hooks_is_an_unannounced_write(repo, coordinator, mode):
+    """The watcher reports what it saw as writes after the fact: the held file is a
+    ``write.unannounced`` on record and published within a deadline; the free file
+    written in the same burst is claimed for the writer, in either mode."""
+    coordinator(*FAST, "--mode", mode)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(status(repo)["pub"][0])
+    # no hooks anywhere: a plain shell child writes the held file and a free one at once
+    bob = _run(repo.other, "bob", "read go; echo x >> src/app.py; echo n > src/new.py; read end")
+    try:
+        wait_until(lambda: "bob" in {a["name"] for a in status(repo)["agents"] if a["state"] == "alive"}, timeout=20, what="bob's session")
+        while sub.poll(0):
+            sub.recv_multipart()
+        written = time.monotonic()
+        _said(bob, "go")
+        publication = _next_kind(sub, "write.unannounced", deadline=written + 10)
+        assert publication.agent == "bob" and publication.data["paths"] == ["src/app.py"]
+        assert publication.data["holders"] == ["alice"] and publication.data["source"] == "run watcher"
+        recorded = wait_until(lambda: _ledger(repo, "write.unannounced"), timeout=10, what="the unannounced write on record")
+        assert [(e["agent"], e["data"]["paths"], e["data"]["holders"]) for e in recorded] == [("bob", ["src/app.py"], ["alice"])]
+        wait_until(lambda: holders(repo).get("src/new.py") == "bob", timeout=10, what="the free file claimed for bob")
+        assert holders(repo)["src/app.py"] == "alice"  # reported, not taken
+        _said(bob, "end")
+        assert bob.wait(20) == 0
+        said = bob.stderr.read()
+        assert "wrote src/app.py, which alice holds" in said and "src/new.py" not in said
+    finally:
+        end_process(bob)
+        sub.close()
+        ctx.term()
