@@ -46,7 +46,7 @@ from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
-from protocol.paths import Pattern
+from protocol.paths import Pattern, escape
 
 from . import autofix, policy
 from .effects import Effect, Send, StartJob
@@ -222,9 +222,12 @@ class JobRunner:
 
     def _holder_of(self, path: str, agent: str | None) -> str | None:
         """Another agent holding ``path`` exclusively (or in a stale holder's lock
-        delay), if any: an autofix check must not change it."""
+        delay), if any: an autofix check must not change it.  ``path`` is a file name
+        from git: its ``[``, ``*`` and ``?`` are characters of the name, not globs
+        (``app/[slug]/page.tsx`` read as a glob would name ``app/s/page.tsx`` and
+        miss the claim on the real file)."""
         try:
-            pattern = Pattern(path)
+            pattern = Pattern(escape(path))
         except PeerError:
             return None  # not a path a claim can name
         me = agent or ""

@@ -241,3 +241,42 @@ def test_autofix_runs_after_success_only_and_never_keeps_changes_to_held_paths(r
     assert cli("release", "--all", "--agent", "bob", cwd=repo.root).rc == 0
     passing = cli("verify", "--agent", "dev", "--json", cwd=repo.root)
     assert passing.rc == 0, passing.out
+
+
+# Appends a line to every file under app/ and src/: a formatter run over the worktree.
+FORMAT_ALL = (
+    "import os\n"
+    "for top in ('app', 'src'):\n"
+    "    for folder, _, names in sorted(os.walk(top)):\n"
+    "        for name in sorted(names):\n"
+    "            with open(os.path.join(folder, name), 'a') as f: f.write('// formatted\\n')\n"
+)
+
+
+def test_autofix_never_keeps_changes_to_held_files_whose_names_hold_glob_characters(repo, coordinator):
+    names = {"app/[slug]/page.tsx": "page\n", "app/s/page.tsx": "s\n", "src/a*b.py": "ab\n", "src/q?.py": "q\n"}
+    for name, text in names.items():
+        (repo.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo.root / name).write_text(text)
+    _git(repo.root, "add", "-A")
+    _git(repo.root, "commit", "-q", "-m", "files named with glob characters")
+    (repo.root / "fmt.py").write_text(FORMAT_ALL)
+    (repo.root / "lockstep.toml").write_text(f'[checks.fmt]\ncmd = "{sys.executable} fmt.py"\nautofix = true\n')
+    coordinator(*FAST)
+    assert cli("claim", "--literal", "app/[slug]/page.tsx", "--agent", "bob", cwd=repo.root).rc == 0
+    assert cli("claim", "--literal", "src/q?.py", "--agent", "carol", cwd=repo.root).rc == 0
+    assert cli("claim", "src/a\\*b.py", "--agent", "carol", cwd=repo.root).rc == 0  # the escaped form
+
+    verified = cli("verify", "--agent", "dev", "--json", cwd=repo.root)
+    fmt = {r["name"]: r for r in verified.json["results"]}["fmt"]
+    assert verified.rc == 1 and fmt["finding"] == "changed held paths"
+    assert fmt["details"]["changed"] == ["app/[slug]/page.tsx", "app/s/page.tsx", "src/a*b.py", "src/app.py", "src/q?.py"]
+    assert sorted(fmt["details"]["undone"], key=lambda u: u["path"]) == [
+        {"path": "app/[slug]/page.tsx", "holder": "bob"}, {"path": "src/a*b.py", "holder": "carol"}, {"path": "src/q?.py", "holder": "carol"},
+    ]
+    assert "app/[slug]/page.tsx (held by bob)" in fmt["reason"]
+    for name in ("app/[slug]/page.tsx", "src/a*b.py", "src/q?.py"):  # the holders' files as they were
+        assert (repo.root / name).read_text() == names[name], name
+    # the files nobody else holds keep the fix; app/s/page.tsx is not app/[slug]/page.tsx
+    assert (repo.root / "app/s/page.tsx").read_text() == "s\n// formatted\n"
+    assert (repo.root / "src/app.py").read_text().endswith("// formatted\n")
