@@ -5,15 +5,18 @@ Claude Code runs a hook command with the event as JSON on stdin
 
 * ``PreToolUse`` on a file-writing tool (Write, Edit, MultiEdit, NotebookEdit): a write
   intent for the file.  ``block`` answers with ``permissionDecision: "deny"`` and the
-  reason, which Claude Code shows to the model; ``allow``/``warn`` let the edit go on
-  (a warning is passed along as the reason).
+  reason, which Claude Code shows to the model; ``allow``/``warn`` let the edit go on,
+  a warning as JSON the client shows: ``systemMessage`` (the user) and
+  ``hookSpecificOutput.additionalContext`` (the model).
 * ``PostToolUse`` on ``Write``: the ``write`` verifier reads the file back and compares
   its hash with the content the tool was given; a mismatch ("write lost") exits 2 so the
   model sees the finding.
 
 The agent is ``LOCKSTEP_AGENT`` (set by ``lockstep run``), else ``claude-`` and the
-first characters of the Claude session id.  With no coordinator the hook lets the edit
-through and says so on stderr, unless ``--fail-closed``.
+first characters of the Claude session id.  Every failure - no coordinator, an error
+reply, an unexpected error - lets the edit through with that visible warning, or under
+``--fail-closed`` denies it (``agents.toolwrites.failure``); the hook never exits 1,
+which Claude Code takes as "go ahead" and shows nobody.
 
 The hook runs before and after every edit, so this module and the calls it makes
 (``write_intent``: the blocking one-shot client) import no event loop.
@@ -63,7 +66,9 @@ def pre_tool_use(event: dict, decide) -> HookOutcome:
     if verdict == "block":
         return deny(f"lockstep: {reason}")
     if verdict == "warn":
-        return HookOutcome(0, stderr=f"lockstep: {reason}")
+        from agents.toolwrites import warn
+
+        return HookOutcome(0, stdout=warn("claude", f"lockstep: {reason}", "PreToolUse").stdout)
     return HookOutcome(0)
 
 
@@ -89,10 +94,8 @@ VerifyWrite = Callable[[str, str, str], "tuple[bool, str]"]  # (agent, path, sha
 
 
 def answer(event: dict, decide: Decide, verify_write: VerifyWrite, *, fail_closed: bool = False) -> HookOutcome:
-    """The hook's whole answer to one event.  With no coordinator (or an error reply)
-    the edit goes on, said on stderr; ``fail_closed`` denies a PreToolUse instead."""
-    from agents.oneshot import CoordinatorUnreachable, RequestFailed
-
+    """The hook's whole answer to one event.  Any failure (no coordinator, an error
+    reply, a bug) is ``failed``: a visible warning, or a denial under ``fail_closed``."""
     kind = event.get("hook_event_name")
     try:
         if kind == "PreToolUse":
@@ -100,10 +103,22 @@ def answer(event: dict, decide: Decide, verify_write: VerifyWrite, *, fail_close
         if kind == "PostToolUse":
             return post_tool_use(event, verify_write)
         return HookOutcome(0)
-    except (CoordinatorUnreachable, RequestFailed) as exc:
-        if fail_closed and kind == "PreToolUse":
-            return deny(f"lockstep: {exc} (--fail-closed)")
-        return HookOutcome(0, stderr=f"lockstep: {exc}; the edit is not coordinated")
+    except Exception as exc:  # noqa: BLE001 - every failure gets an answer the client shows
+        return failed(exc, kind, fail_closed)
+
+
+def failed(exc: BaseException | str, kind: object, fail_closed: bool) -> HookOutcome:
+    """The answer when the hook could not do its work (see ``agents.toolwrites.failure``)."""
+    from agents.toolwrites import failure
+
+    if isinstance(exc, str):
+        problem = exc
+    elif isinstance(exc, LockstepError):  # said on purpose: no coordinator, an error reply, not a git repository
+        problem = getattr(exc, "message", None) or str(exc)
+    else:
+        problem = f"unexpected {type(exc).__name__}: {exc}"
+    answer = failure("claude", problem, kind if isinstance(kind, str) else None, fail_closed)
+    return HookOutcome(0, stdout=answer.stdout)
 
 
 def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -> tuple[str, str]:

@@ -153,7 +153,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     else:
         problem = None if isinstance(event, dict) and "hook_event_name" in event else f"hook input is not a {client} hook event"
     if problem is not None:
-        return _failed(client, problem, None, fail_closed)
+        return failure(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")
     from agents import afterwrites, turns
 
@@ -174,7 +174,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
 
         known = isinstance(exc, (CoordinatorUnreachable, RequestFailed))
         message = f"{exc}" if known else f"unexpected {type(exc).__name__}: {exc}"
-        return _failed(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
+        return failure(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
 
 
 def _remember(client: str, event: dict, answer: Answer) -> None:
@@ -218,7 +218,9 @@ def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
     return Answer(0, afterwrites.feedback(client, held, decision))
 
 
-def _failed(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:
+def failure(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:
+    """The answer when the hook could not do its work (``problem``) on a ``kind`` event
+    (None: the input was not an event): never exit 1; see ``answer``."""
     from agents import afterwrites, turns
 
     if kind == afterwrites.AFTER_EVENTS[client]:  # the call ran: say so, never refuse after the fact

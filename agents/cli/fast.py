@@ -48,27 +48,55 @@ def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoin
 
 @handle_errors
 def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
-    """`lockstep hook claude`: answer one Claude Code hook event read from stdin."""
+    """`lockstep hook claude`: answer one Claude Code hook event read from stdin.
+
+    It always exits 0 (or 2 for a lost write, which Claude Code hands the model): a
+    failure of any kind - input that is not an event, no coordinator, a bug - is a
+    warning the client shows, or a denial under --fail-closed (agents.hooks.failed)."""
     from agents import hooks
 
-    text = sys.stdin.read()
+    text = ""
+    try:
+        text = sys.stdin.read()
+        outcome = _claude_outcome(text, fail_closed, endpoint)
+    except Exception as exc:  # noqa: BLE001 - exit 1 would be taken as "go ahead", unseen
+        outcome = hooks.failed(exc, _event_name(text), fail_closed)
+    if outcome.stdout and (outcome.stdout != "{}" or as_json):
+        echo(outcome.stdout)
+    elif as_json and outcome.exit_code == 0:
+        echo("{}")  # no decision: still one JSON document under --json
+    if outcome.stderr:
+        echo(outcome.stderr, err=True)
+    sys.exit(outcome.exit_code)
+
+
+def _event_name(text: str) -> str | None:
+    """The event's name, if ``text`` is an event at all (for answering a failure)."""
+    import json
+
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None
+    name = event.get("hook_event_name") if isinstance(event, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
+    from agents import hooks
+
     if '"Bash"' in text or '"PreToolUse"' not in text and '"PostToolUse"' not in text:
         # a shell call (the files the command will write), or a turn's start or end
-        import json
+        kind = _event_name(text)
+        if kind in ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "UserPromptSubmit"):
+            import json
 
-        try:
             peek = json.loads(text)
-        except ValueError:
-            peek = None
-        kind = peek.get("hook_event_name") if isinstance(peek, dict) else None
-        shell = isinstance(peek, dict) and peek.get("tool_name") == "Bash" and kind in ("PreToolUse", "PostToolUse")
-        if shell or kind in ("Stop", "SubagentStop", "UserPromptSubmit"):
-            from agents import toolwrites
+            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or peek.get("tool_name") == "Bash":
+                from agents import toolwrites
 
-            answer = toolwrites.answer("claude", text, endpoint, fail_closed)
-            if answer.stdout != "{}" or as_json:
-                echo(answer.stdout)
-            sys.exit(answer.exit_code)
+                answer = toolwrites.answer("claude", text, endpoint, fail_closed)
+                return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     event = hooks.parse_event(text)
     cwd = event.get("cwd") or os.getcwd()
 
@@ -81,17 +109,10 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
         from .checks import _run_job
 
         probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
-        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s))
+        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s), as_json=True)  # quiet: the answer says it
         return gate.verdict == "pass", gate.reason
 
-    outcome = hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
-    if outcome.stdout:
-        echo(outcome.stdout)
-    elif as_json and outcome.exit_code == 0:
-        echo("{}")  # no decision: still one JSON document under --json
-    if outcome.stderr:
-        echo(outcome.stderr, err=True)
-    sys.exit(outcome.exit_code)
+    return hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
 
 
 # ---------------------------------------------------------------------- the fast path

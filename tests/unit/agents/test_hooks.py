@@ -28,7 +28,35 @@ def test_block_denies_with_the_reason_and_warn_passes_it_on():
     output = json.loads(denied.stdout)["hookSpecificOutput"]
     assert output == {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "lockstep: held by alice"}
     warned = hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("warn", "alice holds it too"))
-    assert warned.exit_code == 0 and warned.stdout == "" and "alice" in warned.stderr
+    shown = json.loads(warned.stdout)  # JSON Claude Code shows: the user and the model
+    assert warned.exit_code == 0 and "permissionDecision" not in shown["hookSpecificOutput"]
+    assert shown["systemMessage"] == shown["hookSpecificOutput"]["additionalContext"] == "lockstep: alice holds it too"
+    assert shown["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+
+
+def _unreachable(*args):
+    from agents.oneshot import CoordinatorUnreachable
+
+    raise CoordinatorUnreachable("no coordinator answered")
+
+
+def _bug(*args):
+    raise KeyError("oops")
+
+
+@pytest.mark.parametrize("failing", [_unreachable, _bug])
+def test_every_failure_is_a_visible_warning_or_under_fail_closed_a_denial(failing):
+    event = _event(file_path="/r/a")
+    open_ = hooks.answer(event, failing, failing)
+    shown = json.loads(open_.stdout)
+    assert open_.exit_code == 0 and "not coordinated" in shown["hookSpecificOutput"]["additionalContext"]
+    assert shown["systemMessage"] == shown["hookSpecificOutput"]["additionalContext"]
+    closed = hooks.answer(event, failing, failing, fail_closed=True)
+    assert closed.exit_code == 0 and json.loads(closed.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    after = {**_event("Write", file_path="/r/a", content="x"), "hook_event_name": "PostToolUse"}
+    for flag in (False, True):  # the write happened: said, never refused
+        said = hooks.answer(after, failing, failing, fail_closed=flag)
+        assert said.exit_code == 0 and "not coordinated" in json.loads(said.stdout)["systemMessage"]
 
 
 def test_the_agent_name_comes_from_the_environment_first(monkeypatch):
