@@ -148,6 +148,6 @@ def parse_event(text: str) -> dict:
         event = json.loads(text)
     except ValueError as exc:
         raise HookInputError(f"hook input is not JSON: {exc}") from None
-    if not isinstance(event, dict) or "hook_event_name" not in event:
+    if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):
         raise HookInputError("hook input has no hook_event_name: is this run as a Claude Code hook?")
     return event

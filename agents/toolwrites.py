@@ -151,7 +151,8 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     except ValueError as exc:
         event, problem = {}, f"hook input is not JSON ({exc})"
     else:
-        problem = None if isinstance(event, dict) and "hook_event_name" in event else f"hook input is not a {client} hook event"
+        is_event = isinstance(event, dict) and isinstance(event.get("hook_event_name"), str)
+        problem = None if is_event else f"hook input is not a {client} hook event"
     if problem is not None:
         return failure(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")

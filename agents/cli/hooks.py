@@ -57,7 +57,12 @@ def hook_claude(fail_closed, endpoint, as_json):
 def _tool_hook(client: str, fail_closed: bool, endpoint: str | None) -> None:
     from agents import toolwrites
 
-    answer = toolwrites.answer(client, sys.stdin.read(), endpoint, fail_closed)
+    try:
+        text = sys.stdin.read()
+    except (OSError, ValueError) as exc:  # not text (bytes that are not UTF-8): still an answer, never exit 1
+        answer = toolwrites.failure(client, f"hook input cannot be read ({exc})", None, fail_closed)
+    else:
+        answer = toolwrites.answer(client, text, endpoint, fail_closed)
     if answer.stdout:
         click.echo(answer.stdout)
     if answer.stderr:
