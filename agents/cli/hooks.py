@@ -36,13 +36,19 @@ def hook_claude(fail_closed, endpoint, as_json):
     turn; Stop and SubagentStop run verify on the worktree's content (unless it
     already passed or nothing changed this turn) and block the stop with the
     failures while it fails, at most max_repair_loops times a turn. `lockstep hook
-    install claude` registers all of these; by hand, in .claude/settings.json:
+    install claude` registers all of these; by hand, in .claude/settings.json
+    (and the same group, without a matcher, for UserPromptSubmit, Stop and
+    SubagentStop):
 
     \b
-      "hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",
+      "hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}],
-                "PostToolUse": [{"matcher": "Write",
+                "PostToolUse": [{"matcher": "Write|Bash",
                  "hooks": [{"type": "command", "command": "lockstep hook claude"}]}]}
+
+    A warning (warn mode, no coordinator) is JSON Claude Code shows the user and the
+    model (systemMessage, additionalContext); every failure lets the edit go on with
+    it, or denies under --fail-closed; it never exits 1.
 
     \b
     Examples:
@@ -80,9 +86,11 @@ def hook_codex(fail_closed, endpoint, as_json):
     for a write intent for every file of the envelope (Update, Add, Delete, Move to);
     before Bash, for the files the command writes (redirections, sed -i, cp, mv, rm,
     git checkout --, ...). A block answers permissionDecision deny naming the holders;
-    a warning is a systemMessage and additionalContext. UserPromptSubmit starts a new
-    turn; Stop runs the turn-end gate (as for Claude Code: decision block with the
-    failures while verify fails). Other events answer {}.
+    a warning is a systemMessage and additionalContext. After the call it compares the
+    worktree: a file it changed that another agent holds is a decision block telling
+    the model. UserPromptSubmit starts a new turn; Stop runs the turn-end gate (as for
+    Claude Code: decision block with the failures while verify fails). Other events
+    answer {}. It never exits 1.
 
     \b
     Examples:
@@ -101,9 +109,11 @@ def hook_gemini(fail_closed, endpoint, as_json):
     """Gemini CLI hook: reads the event JSON on stdin. Before write_file and replace it
     asks for a write intent for the file; before run_shell_command, for the files the
     command writes. A block answers {"decision": "deny", "reason": ...} naming the
-    holders; a warning is a systemMessage. BeforeAgent starts a new turn; AfterAgent
-    runs the turn-end gate (decision deny with the failures: Gemini CLI retries the
-    turn with them). Other events answer {}.
+    holders; a warning is a systemMessage. AfterTool compares the worktree: a file the
+    call changed that another agent holds is told to the model (additionalContext).
+    BeforeAgent starts a new turn; AfterAgent runs the turn-end gate (decision deny
+    with the failures: Gemini CLI retries the turn with them). Other events answer {}.
+    It never exits 1.
 
     \b
     Examples:
@@ -129,10 +139,10 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
 
     Merges with what is there and touches nothing else; running it again changes
     nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash,
-    PostToolUse on Write, UserPromptSubmit, Stop and SubagentStop. Codex: PreToolUse
-    on Bash|apply_patch, UserPromptSubmit and Stop. Gemini CLI: BeforeTool on
-    write_file|replace|run_shell_command, BeforeAgent and AfterAgent. Turn-end hooks
-    get 600 s (they may wait for a verify run).
+    PostToolUse on Write|Bash, UserPromptSubmit, Stop and SubagentStop. Codex:
+    PreToolUse and PostToolUse on Bash|apply_patch, UserPromptSubmit and Stop. Gemini
+    CLI: BeforeTool and AfterTool on write_file|replace|run_shell_command, BeforeAgent
+    and AfterAgent. Turn-end hooks get 600 s (they may wait for a verify run).
 
     \b
     Examples:

@@ -62,4 +62,4 @@ def test_every_help_ends_with_examples_and_keeps_snippets_unwrapped():
         examples = [line.strip() for line in tail[1].splitlines() if line.strip()]
         assert 2 <= len(examples) <= 3 and all("lockstep " in e for e in examples), (full, examples)
     claude = CliRunner().invoke(main, ["hook", "claude", "--help"], terminal_width=80).output
-    assert '"hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit",' in claude  # one line, as written
+    assert '"hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",' in claude  # one line, as written
