@@ -36,6 +36,13 @@ _PATHS = {
     "minItems": 1,
     "description": "files, folders (dir/) or globs (src/**/*.py), relative to the worktree",
 }
+_FILES = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "minItems": 1,
+    "description": "concrete files, relative to the worktree, named as they are: [, * and ? are part of a name",
+}
+_LITERAL = {"type": "boolean", "description": "each path is one file or folder named as written: [, * and ? are not globs"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _GATE = {
     "type": "object",
@@ -61,7 +68,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "claim",
         "description": "Claim files, folders or globs before working on them. Refused (isError) when another live agent holds them: the holders are named.",
-        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"}}, ("paths",)),
+        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"}, "literal": _LITERAL}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {"granted": {"type": "boolean"}, "token": {"type": ["integer", "null"]}, "patterns": _STRINGS, "conflicts": {"type": "array"}, "warnings": {"type": "array"}},
@@ -71,13 +78,13 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "release",
         "description": "Release your claims on paths (as claimed), or all of them.",
-        "inputSchema": _arguments({"paths": _PATHS, "all": {"type": "boolean"}}),
+        "inputSchema": _arguments({"paths": _PATHS, "all": {"type": "boolean"}, "literal": _LITERAL}),
         "outputSchema": {"type": "object", "properties": {"released": _STRINGS}, "required": ["released"]},
     },
     {
         "name": "intent",
         "description": "Ask before writing concrete files: allow, warn or block (isError). An allowed write to an unclaimed file claims it for you.",
-        "inputSchema": _arguments({"paths": _PATHS, "token": {"type": "integer", "minimum": 0}}, ("paths",)),
+        "inputSchema": _arguments({"paths": _FILES, "token": {"type": "integer", "minimum": 0}}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {

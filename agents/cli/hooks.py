@@ -360,7 +360,9 @@ def mcp_server(agent, endpoint, as_json):
 
     def call_tool(tool: str, args: dict):
         try:
-            paths = [repo_relative(p, place) for p in args.get("paths", [])]
+            # an intent names concrete files, as an editor does: '[', '*', '?' are part of a name
+            literal = tool == "intent" or bool(args.get("literal"))
+            paths = [repo_relative(p, place, literal=literal) for p in args.get("paths", [])]
             if tool == "claim":
                 reply = as_agent(lambda s: s.claim(paths, shared=bool(args.get("shared")), ttl=args.get("ttl")))
                 payload = _claim_payload(reply)

@@ -78,3 +78,18 @@ def test_an_unknown_protocol_version_is_answered_with_one_we_speak(repo, coordin
     assert replies[1]["protocolVersion"] == "2025-11-25"
     assert replies[2]["structuredContent"]["mode"] and not replies[2]["isError"]
     assert replies[3]["protocolVersion"] == "2024-11-05" and "structuredContent" not in replies[4]  # a 2024 client gets 2024 results
+
+
+def test_paths_named_with_glob_characters_are_files_for_intent_and_literal_claims(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "--literal", "app/[slug]/page.tsx", "--agent", "alice", cwd=repo.root).rc == 0
+
+    async def body(client):
+        intent = await client.call_tool("intent", {"paths": ["app/[slug]/page.tsx"]})
+        claim = await client.call_tool("claim", {"paths": ["lib/[id].ts"], "literal": True})
+        return intent, claim
+
+    intent, claim = _sdk_session(repo.other, body)
+    assert intent.is_error and intent.structured_content["verdict"] == "block" and intent.structured_content["holders"] == ["alice"]
+    assert not claim.is_error and claim.structured_content["patterns"] == ["lib/\\[id].ts"]
+    assert holders(repo)["lib/\\[id].ts"] == "mcpbot"
