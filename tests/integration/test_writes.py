@@ -46,6 +46,28 @@ def test_the_guard_refuses_a_rename_or_delete_of_a_held_file(repo, coordinator):
     assert _git(repo.other, "commit", "-qm", "delete", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
 
 
+def test_the_push_guard_refuses_a_rename_or_delete_of_a_held_file(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    assert _git(repo.other, "remote", "add", "origin", str(remote)).returncode == 0
+    assert _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/base").returncode == 0
+    (repo.other / "src" / "gone.py").write_text("gone\n")
+    assert _git(repo.other, "add", "src/gone.py").returncode == 0 and _git(repo.other, "commit", "-qm", "gone").returncode == 0
+    assert _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/base").returncode == 0
+    # committed while nobody held them: a rename and a deletion
+    assert _git(repo.other, "mv", "src/app.py", "src/renamed.py").returncode == 0
+    assert _git(repo.other, "rm", "-q", "src/gone.py").returncode == 0
+    assert _git(repo.other, "commit", "-qm", "rename and delete").returncode == 0
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    for held in ("src/app.py", "src/gone.py"):  # the old name of the rename, the deleted file
+        assert cli("claim", held, "--agent", "alice", cwd=repo.root).rc == 0
+        refused = _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/topic", env={"LOCKSTEP_AGENT": "bob"})
+        assert refused.returncode != 0 and "alice" in refused.stderr, held
+        assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/topic", env={"LOCKSTEP_AGENT": "bob"}).returncode == 0
+
+
 def test_a_file_named_with_glob_characters_is_coordinated_end_to_end(repo, coordinator):
     coordinator(*FAST)
     page = repo.root / "app" / "[slug]" / "page.tsx"
