@@ -25,6 +25,33 @@ AGENTS = {"claude": "claude-3f2a9c1e7b44", "codex": "codex-0199a21381c0", "gemin
 TOOL_EVENTS = {"PreToolUse", "PostToolUse", "BeforeTool", "AfterTool"}
 
 
+# What each event's answer may hold (top-level keys; hookSpecificOutput's keys), as the
+# clients document their output (Codex: codex-rs/hooks/schema/generated/*.command.output
+# .schema.json, which refuse any other key; Claude Code: the hooks reference, "Decision
+# control"; Gemini CLI: docs/hooks/reference.md).  None: no hookSpecificOutput.
+COMMON = {"continue", "stopReason", "suppressOutput", "systemMessage"}
+ANSWER_SHAPES = {
+    "PreToolUse": (COMMON | {"hookSpecificOutput"}, {"hookEventName", "permissionDecision", "permissionDecisionReason", "additionalContext", "updatedInput"}),
+    "PostToolUse": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"hookEventName", "additionalContext"}),
+    "UserPromptSubmit": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"hookEventName", "additionalContext"}),
+    "Stop": (COMMON | {"decision", "reason"}, None),
+    "SubagentStop": (COMMON | {"decision", "reason"}, None),
+    "BeforeTool": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"tool_input"}),
+    "AfterTool": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"additionalContext", "tool_output"}),
+    "BeforeAgent": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"additionalContext"}),
+    "AfterAgent": (COMMON | {"decision", "reason", "hookSpecificOutput"}, {"clearContext"}),
+}
+
+
+def _shaped(event: str, answer: dict) -> dict:
+    keys, specific = ANSWER_SHAPES[event]
+    assert set(answer) <= keys, f"{event}: {sorted(set(answer) - keys)} is not in the client's output for it"
+    if "hookSpecificOutput" in answer:
+        assert specific is not None and set(answer["hookSpecificOutput"]) <= specific, (event, answer)
+        assert answer["hookSpecificOutput"].get("hookEventName", event) == event
+    return answer
+
+
 def _env() -> dict:
     """The test environment, less any installed ``lockstep`` on PATH: the install then
     registers this interpreter running this checkout (``-m agents.cli``)."""
@@ -65,7 +92,7 @@ class Installed:
         done = subprocess.run(commands[0], shell=True, input=json.dumps(event), cwd=self.worktree, env=_env(),
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{name}: exit {done.returncode}: {done.stderr}"  # never 1; never 2 here
-        return json.loads(done.stdout) if done.stdout.strip() else {}
+        return _shaped(event["hook_event_name"], json.loads(done.stdout) if done.stdout.strip() else {})
 
     def all_ran(self) -> None:
         assert self.ran == set(self.groups), f"installed but not exercised: {set(self.groups) - self.ran}"
