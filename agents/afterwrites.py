@@ -9,11 +9,14 @@ see.  So the hook compares the worktree after the call with the worktree before 
   with a hash of each, in the state directory, per agent and tool call;
 * after (PostToolUse / AfterTool): ``changed`` lists the paths whose state differs - a
   path dirty now and clean before, clean now and dirty before, or dirty both times with
-  other bytes - and ``after_tool`` reports them with ``wrote``: a free path is claimed
-  for the agent, a path another agent holds becomes a ``write.unannounced`` event, and
-  the model is told to revert it or ask the holder.
+  other bytes - and ``after_tool`` reports those still dirty (``written_paths``) with
+  ``wrote``: a free path is claimed for the agent, a path another agent holds becomes a
+  ``write.unannounced`` event, and the model is told to revert it or ask the holder.
 
-A clean file rewritten with its committed bytes is no change (nothing to coordinate).
+A clean file rewritten with its committed bytes is no change (nothing to coordinate),
+and neither is a dirty file put back as committed (``git checkout -- PATH``, removing a
+new file): that is what reverting looks like, and reporting it would tell the model to
+revert what it has just reverted.
 Ignored files are not content.  Without the "before" (the PreToolUse hook is not
 installed for this tool, or the call crashed before it) nothing is compared.
 
@@ -120,11 +123,13 @@ def recall(state_dir: Path, agent: str, event: dict) -> dict[str, str | None] | 
 
 
 def written_paths(state_dir: Path, worktree: Path, agent: str, event: dict) -> list[str] | None:
-    """Worktree-relative paths the call changed, or None when there is no "before"."""
+    """Worktree-relative paths the call changed and left differing from the commit (see
+    the module docstring), or None when there is no "before"."""
     before = recall(state_dir, agent, event)
     if before is None:
         return None
-    return changed(before, _dirty(worktree))
+    after = _dirty(worktree)
+    return [path for path in changed(before, after) if path in after]
 
 
 def feedback(client: str, paths: list[str], decision) -> str:

@@ -28,7 +28,9 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   (``tee``, ``sed -i``, ``perl -i``, ``cp``, ``mv``, ``rm``, ``touch``, ``mkdir``,
   ``truncate``, ``ln``, ``install``, ``dd of=``, ``chmod``; ``git checkout -- P``,
   ``git restore``, ``git mv``, ``git rm``) name their targets; ``bash -c SCRIPT`` and
-  ``sh -c`` are read recursively (to a fixed depth).
+  ``sh -c`` are read recursively (to a fixed depth).  A target git only puts back (``git
+  checkout [HEAD] -- P``, ``git restore [--source HEAD] P``) is also listed in
+  ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
   unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
@@ -93,6 +95,10 @@ class ShellWrites:
     targets: list[str] = field(default_factory=list)
     globs: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    # Targets written only by putting back what git has (``git checkout -- P``, ``git
+    # restore P``: the index's bytes, or HEAD's): no new content, so the caller need not
+    # ask for them (it is how a held file written by mistake is put back).
+    restores: list[str] = field(default_factory=list)
 
     def note(self, reason: str) -> None:
         if reason not in self.unknown:
@@ -109,6 +115,8 @@ def write_targets(command: str, is_dir: Callable[[str], bool] | None = None) -> 
     """
     result = ShellWrites()
     _read(command, is_dir or (lambda path: path.endswith("/")), result, "", 0)
+    # A path some other writer names too is not a restore only.
+    result.restores = [p for p in dict.fromkeys(result.restores) if result.targets.count(p) == result.restores.count(p)]
     # Keep first-seen order, drop repeats.
     result.targets = list(dict.fromkeys(result.targets))
     result.globs = list(dict.fromkeys(result.globs))
@@ -289,6 +297,13 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
         result.globs.append(joined)
     else:
         result.targets.append(joined)
+
+
+def _add_restore(path: str, base: str | None, result: ShellWrites) -> None:
+    """A target git puts back (see ``ShellWrites.restores``)."""
+    count = len(result.targets)
+    _add(path, base, result)
+    result.restores.extend(result.targets[count:])
 
 
 def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
@@ -578,18 +593,20 @@ def _git(args, base, is_dir, result) -> str | None:
             paths = rest[rest.index("--") + 1 :]
             if not paths:
                 result.note("git checkout -- names no file")
+            put_back = rest[: rest.index("--")] in ([], ["HEAD"])  # from the index, or HEAD
             for path in paths:
-                _add(path, here, result)
+                _add_restore(path, here, result) if put_back else _add(path, here, result)
         else:
             result.note("git checkout without '--' may switch branches and rewrite any file")
     elif verb == "restore":
         operands, options = _operands(rest, frozenset({"-s", "--source"}))
         staged_only = ("--staged" in options or "-S" in options) and not ("--worktree" in options or "-W" in options)
+        put_back = options.get("--source", options.get("-s", "HEAD")) == "HEAD"
         if not staged_only:
             if not operands:
                 result.note("git restore names no file")
             for path in operands:
-                _add(path, here, result)
+                _add_restore(path, here, result) if put_back else _add(path, here, result)
     elif verb == "mv":
         _copy_like(rest, here, is_dir, result, moves=True, value_options=frozenset())
     elif verb == "rm":

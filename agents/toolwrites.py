@@ -89,7 +89,11 @@ def _shell_targets(command: object, here: str) -> Targets:
     from agents.shellwrites import write_targets
 
     found = write_targets(command, is_dir=lambda path: os.path.isdir(os.path.join(here, path)))  # type: ignore[arg-type]
-    paths = [os.path.join(here, path) for path in found.targets]
+    # What git only puts back is not asked for: it is how the model reverts a held file it
+    # wrote (as the after-call feedback tells it to); a file left changed by it is still
+    # reported by the after-call comparison.
+    restored = set(found.restores)
+    paths = [os.path.join(here, path) for path in found.targets if path not in restored]
     for pattern in found.globs:
         matches = sorted(globbing.glob(os.path.join(here, pattern)))[:MAX_GLOB_MATCHES]
         paths += matches or [os.path.join(here, pattern)]

@@ -175,7 +175,12 @@ def test_claude_code_events_through_the_installed_hooks(repo, coordinator):
     assert told["decision"] == "block" and "src/held.py" in told["reason"] and "alice" in told["reason"]
     assert told["hookSpecificOutput"] == {"hookEventName": "PostToolUse", "additionalContext": told["reason"]}
     assert [(e["agent"], e["data"]["paths"]) for e in _ledger(repo, "write.unannounced")] == [(me, ["src/held.py"])]
-    subprocess.run(["git", "checkout", "--", "src/held.py"], cwd=repo.other, check=True)  # as the model is told
+    # the model puts it back as told: git only restores, so it is not refused; nothing is left to report
+    revert = {"command": "git checkout -- src/held.py", "description": "Put held.py back"}
+    assert hooks.run("pre_tool_use_bash.json", tool_input=revert) == {}
+    subprocess.run(revert["command"], shell=True, cwd=repo.other, check=True)
+    assert hooks.run("post_tool_use_bash.json", tool_input=revert) == {}
+    assert len(_ledger(repo, "write.unannounced")) == 1 and holders(repo)["src/held.py"] == "alice"
     # Write, then its check: the file on disk is what the tool was given
     page = {"file_path": str(repo.other / "docs" / "page.md"), "content": "a page\n"}
     assert hooks.run("pre_tool_use_write.json", tool_input=page) == {}

@@ -218,3 +218,18 @@ def test_every_written_name_is_found_however_quoted(writes, joiner, readers) -> 
 def test_cd_prefix_joins(folder: str, name: str) -> None:
     found = write_targets(f"cd {shlex.quote(folder)} && echo x > {shlex.quote(name)}")
     assert found.targets == [f"{folder}/{name}"]
+
+
+@pytest.mark.parametrize("command, restores", [
+    ("git checkout -- a.py b.py", ["a.py", "b.py"]),
+    ("git checkout HEAD -- a.py", ["a.py"]),
+    ("git checkout HEAD~1 -- a.py", []),  # another commit's bytes: new content here
+    ("git restore a.py", ["a.py"]),
+    ("git restore --source HEAD a.py", ["a.py"]),
+    ("git restore --source HEAD~2 a.py", []),
+    ("git checkout -- a.py && echo x > a.py", []),  # written by something else too
+    ("cd src && git restore a.py", ["src/a.py"]),
+])
+def test_what_git_only_puts_back_is_listed_as_restored(command, restores):
+    found = write_targets(command)
+    assert found.restores == restores and set(restores) <= set(found.targets)
