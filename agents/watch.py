@@ -1,8 +1,9 @@
 """Every write under ``lockstep run``: the agent's worktree is watched and each write is
 reported to the coordinator as it happens, hooks or not.
 
-A write is any file created, changed or deleted in the worktree, outside ``.git`` and
-not ignored by git.  Writes are gathered in short bursts (``DEBOUNCE_MS``: a formatter
+A write is any file created, changed or deleted in the worktree, outside ``.git``, not
+ignored by git, and left differing from the commit (a file rewritten with its committed
+bytes, or put back, is no write: ``_differing``).  Writes are gathered in short bursts (``DEBOUNCE_MS``: a formatter
 rewriting 200 files is one report) and each burst is reported as writes made after the
 fact (``wrote``, as the hooks' after-call comparison reports them), decided by the
 intent gate: a free file is claimed for the agent (as an announced write would be), and
@@ -47,6 +48,7 @@ DEBOUNCE_MS = 300  # a burst of writes is reported at most this long after its f
 STEP_MS = 30  # ...or as soon as the worktree has been quiet this long
 DRAIN = 0.3  # seconds after the command exits during which writes it made are still collected
 IGNORE_CACHE = 50_000  # paths whose ignore verdict is remembered
+STATUS_LIMIT = 2_000  # files of a burst checked against the commit in one git call (else all reported)
 SHARED_RECHECK = 2.0  # seconds a "who else works in this worktree" answer is trusted
 MAX_RESTARTS = 20  # times the watch is set up again after it failed, per run
 
@@ -175,7 +177,7 @@ class WriteReporter:
         if new_folders:
             watched = await self._not_ignored([folder + "/" for folder in new_folders])
             files += await trio.to_thread.run_sync(self._files_in, watched)
-        files = await self._not_ignored(sorted(set(files)))
+        files = await self._differing(await self._not_ignored(sorted(set(files))))
         patterns = []
         for path in files:
             try:
@@ -241,6 +243,29 @@ class WriteReporter:
                 return files
             self._ignored.update((f, f in ignored) for f in unknown)
         return [f for f in files if not self._ignored[f]]
+
+    async def _differing(self, files: list[str]) -> list[str]:
+        """``files`` less those that now hold their committed bytes (``git status`` does
+        not list them): a file rewritten with the same bytes (a formatter that changed
+        nothing) or put back as committed (``git checkout -- PATH``, a new file removed)
+        is no write to coordinate - as for the hooks' after-call comparison.  One
+        ``git status`` limited to the burst's files (literal pathspecs, no optional
+        locks: the agent's own git commands run meanwhile); if git cannot say, or the
+        burst is too big to name on a command line, all are reported."""
+        if not files or len(files) > STATUS_LIMIT:
+            return files
+        try:
+            done = await trio.run_process(
+                ["git", "--no-optional-locks", "--literal-pathspecs", "status", "--porcelain=v1", "-z",
+                 "--untracked-files=all", "--no-renames", "--", *files],
+                cwd=self.worktree, capture_stdout=True, capture_stderr=True, check=False,
+            )
+        except OSError:
+            return files
+        if done.returncode != 0:
+            return files
+        listed = {os.fsdecode(entry[3:]) for entry in done.stdout.split(b"\0") if len(entry) > 3}
+        return [f for f in files if f in listed]
 
     async def _check_ignore(self, files: list[str]) -> set[str] | None:
         try:

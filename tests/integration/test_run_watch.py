@@ -211,3 +211,25 @@ def test_a_run_child_writing_a_held_file_without_hooks_is_an_unannounced_write(r
         end_process(bob)
         sub.close()
         ctx.term()
+
+
+def test_a_rewrite_with_the_committed_bytes_or_a_revert_is_no_write(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    # the same bytes as committed (a formatter that changed nothing), then a marker
+    bob = _run(repo.other, "bob", "read go; printf \"print('hi')\\n\" > src/app.py; echo 1 > one.md; "
+                                  "read go; echo x >> src/app.py; read go; git checkout -- src/app.py; echo 2 > two.md; read end")
+    try:
+        wait_until(lambda: "bob" in {a["name"] for a in status(repo)["agents"] if a["state"] == "alive"}, timeout=20, what="bob's session")
+        _said(bob, "go")
+        wait_until(lambda: holders(repo).get("one.md") == "bob", timeout=10, what="the marker claimed")
+        assert _ledger(repo, "write.unannounced") == []
+        _said(bob, "go")  # a real change: reported
+        wait_until(lambda: _ledger(repo, "write.unannounced"), timeout=10, what="the real change on record")
+        _said(bob, "go")  # put back as committed: no write
+        wait_until(lambda: holders(repo).get("two.md") == "bob", timeout=10, what="the second marker claimed")
+        assert len(_ledger(repo, "write.unannounced")) == 1
+        _said(bob, "end")
+        assert bob.wait(20) == 0
+    finally:
+        end_process(bob)
