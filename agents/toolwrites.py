@@ -165,8 +165,15 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     try:
         if kind == CLIENT_EVENTS[client]:
             answer = before_tool(client, event, _decider(client, event, endpoint), _resolver(event))
-            _remember(client, event, answer)
-            return answer
+            problem = _remember(client, event, answer)
+            if problem is None:
+                return answer
+            if fail_closed:
+                return deny(client, f"lockstep: {problem} (--fail-closed)")
+            # the call goes on: say so, keeping any warning the intent gave
+            earlier = json.loads(answer.stdout).get("systemMessage") if answer.stdout != "{}" else None
+            message = f"lockstep: {problem}; the files this call writes will not be compared after it"
+            return warn(client, f"{earlier}\n{message}" if earlier else message, kind if client != "gemini" else None)
         if kind == afterwrites.AFTER_EVENTS[client] and event.get("tool_name") in afterwrites.COMPARED_TOOLS[client]:
             return after_tool(client, event, endpoint)
         if kind in turns.TURN_ENDS[client]:
@@ -182,21 +189,24 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
         return failure(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
 
 
-def _remember(client: str, event: dict, answer: Answer) -> None:
+def _remember(client: str, event: dict, answer: Answer) -> str | None:
     """Before a compared call that goes ahead: keep the worktree's dirty files, so the
-    call's after-hook sees every file it changed.  Best effort: a failure here must
-    not stop the call (the comparison is then skipped)."""
+    call's after-hook sees every file it changed.  A failure here is returned (the
+    comparison is then skipped): the caller says so, or denies under --fail-closed."""
     from agents import afterwrites
 
     if event.get("tool_name") not in afterwrites.COMPARED_TOOLS[client] or '"deny"' in answer.stdout:
-        return
+        return None
     try:
         from protocol.discovery import locate
 
         place = locate(str(event.get("cwd") or os.getcwd()))
+        if not place.in_git:
+            return None  # no repository here: nothing to coordinate, nothing to keep
         afterwrites.remember(place.state_dir, place.worktree, agent_for(client, event), event)
-    except Exception:  # noqa: BLE001 - see the docstring
-        pass
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return f"the worktree could not be read before the call ({type(exc).__name__}: {exc})"
+    return None
 
 
 def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:

@@ -73,3 +73,23 @@ def test_bad_input_warns_or_denies_never_exits_1(client: str) -> None:
         document = json.loads(closed.stdout)
         assert closed.exit_code == 0
         assert document.get("decision") == "deny" or document["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+@pytest.mark.parametrize("client, name", [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_bash.json"), ("gemini", "before_tool_shell.json")])
+def test_a_before_state_that_cannot_be_kept_is_said_or_denied_under_fail_closed(client, name, monkeypatch, tmp_path) -> None:
+    from agents import afterwrites
+    from protocol import discovery
+
+    def broken(*args):
+        raise OSError("git status failed")
+
+    place = discovery.Place(worktree=tmp_path, repo_id=str(tmp_path), state_dir=tmp_path / "state", in_git=True)
+    monkeypatch.setattr(discovery, "locate", lambda cwd=None: place)
+    monkeypatch.setattr(afterwrites, "remember", broken)
+    event = {**_event(client, name), "tool_input": {"command": "./generate.sh"}}  # no target: nothing asked
+    said = json.loads(toolwrites.answer(client, json.dumps(event)).stdout)
+    assert "git status failed" in said["systemMessage"] and "not be compared" in said["systemMessage"]
+    denied = json.loads(toolwrites.answer(client, json.dumps(event), fail_closed=True).stdout)
+    assert denied.get("decision") == "deny" or denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    monkeypatch.setattr(discovery, "locate", lambda cwd=None: discovery.Place(tmp_path, str(tmp_path), tmp_path / "s", in_git=False))
+    assert toolwrites.answer(client, json.dumps(event)).stdout == "{}"  # no repository: nothing kept, nothing said
