@@ -3,7 +3,9 @@
 Order matters: the session is opened *before* CMD starts (so an unreachable
 coordinator or a name already live stops us without running anything), then CMD's pid
 is watched (its exit frees the claims at once, even if this wrapper is killed), then
-we heartbeat until CMD exits, say bye, and exit with CMD's status.  Meanwhile every
+we heartbeat until CMD exits, say bye, and exit with CMD's status.  In a clone joined
+to a coordinator on another host, a ``lockstep worker`` runs alongside CMD (unless one
+runs already) so that the agent's checks run here.  Meanwhile every
 write in the worktree is reported as it happens (``agents.watch``; armed before CMD
 starts).
 
@@ -18,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
+from contextlib import asynccontextmanager
 
 import trio
 
@@ -28,6 +32,7 @@ from .client import CoordinatorUnreachable, RequestFailed, open_agent
 from .watch import SessionNotices, reporting_writes
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WORKER_GRACE = 5.0  # seconds the worker `run` started has to stop before it is killed
 
 
 def exit_status(returncode: int) -> int:
@@ -56,7 +61,7 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
     try:
         notices = SessionNotices()
         async with open_agent(name, endpoint=endpoint, kind="run", on_notice=notices) as agent, \
-                reporting_writes(agent, enabled=watch, session_notices=notices):
+                reporting_writes(agent, enabled=watch, session_notices=notices), own_worker():
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)
@@ -73,6 +78,34 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
         return _fail(as_json, exc.code, f"{exc}; not starting {argv[0]}", exit_code_of(exc))
     except RequestFailed as exc:
         return _fail(as_json, exc.code, exc.message, exit_code_of(exc))
+
+
+@asynccontextmanager
+async def own_worker():
+    """In a clone joined to a coordinator on another host, with no worker running: a
+    ``lockstep worker`` for as long as the command runs, so its checks run here."""
+    from protocol import curve
+    from protocol.discovery import locate
+
+    from .worker import running_worker
+
+    place = locate()
+    if not place.in_git or curve.read_remote(place.state_dir) is None or running_worker(place) is not None:
+        yield None
+        return
+    worker = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "agents.cli", "worker"], cwd=str(place.worktree), stdin=subprocess.DEVNULL,
+    )
+    try:
+        yield worker
+    finally:
+        with trio.CancelScope(shield=True):
+            worker.terminate()  # it says worker_bye on SIGTERM
+            with trio.move_on_after(WORKER_GRACE):
+                await worker.wait()
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
 
 
 async def _forward(signals, process: trio.Process) -> None:

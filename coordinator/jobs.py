@@ -37,9 +37,9 @@ import trio
 
 from ledger import Ledger
 from ledger import records as rec
-from probes import checklogs, environment
+from probes import checklogs, verifyrun
 from probes import plan as plans
-from probes.config import Check, Config, ConfigError, Probe, load_config
+from probes.config import Config, ConfigError, Probe, load_config
 from probes.model import ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool
 from probes.rules import Finding, Response, RuleTable
@@ -48,8 +48,9 @@ from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
 from protocol.paths import Pattern, escape
 
-from . import autofix, policy
+from . import policy
 from .effects import Effect, Send, StartJob
+from .workers import WorkerBroker, work_for
 
 if TYPE_CHECKING:
     from .core import Core
@@ -87,8 +88,15 @@ class JobView:
 
 
 class JobRunner:
-    def __init__(self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path, state_dir: Path | None = None) -> None:
+    def __init__(
+        self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path, state_dir: Path | None = None,
+        workers: WorkerBroker | None = None, is_remote: Callable[[str], bool] | None = None,
+    ) -> None:
         self._core = core
+        # Agents on other hosts: their probes run on their own worker (workers.py).
+        self._workers = workers
+        self._is_remote = is_remote or (lambda agent: False)  # a live session of this agent is on another host
+        self._remote_jobs: dict[str, str] = {}  # job -> the remote agent (its key's name) that asked
         self._apply = apply  # run a core call and carry out its effects, in the turn
         self._pool = pool
         self._repo_root = repo_root
@@ -129,6 +137,11 @@ class JobRunner:
                 break  # never forget a running job
             del self._jobs[oldest]
         nursery.start_soon(self._run, view, effect.request, name=f"job {effect.job}")
+
+    def asked_remotely(self, job: str, agent: str) -> None:
+        """Job ``job`` was asked for by ``agent``'s key from another host: its probes run
+        on that agent's worker (called before the job starts)."""
+        self._remote_jobs[job] = agent
 
     def register(self, job: str, kind: str, agent: str | None) -> JobView:
         """A job run by someone else (a landing): its results stream into the view, so
@@ -176,16 +189,24 @@ class JobRunner:
 
     async def _run(self, view: JobView, request: m.Request) -> None:
         results: list[ProbeResult] = []
+        remote = self._remote_jobs.pop(view.job, None) or (view.agent if view.agent and self._is_remote(view.agent) else None)
         try:
             if view.kind == "plan":
-                gate = await self._run_plan(view, request)
+                gate = await self._run_plan(view, request, remote=remote)
             else:
-                specs = await self._specs(view, request)
-                view.total = len(specs)
-                if view.kind == "verify":
-                    results = await self._run_verify(view, specs)
+                if remote is not None and view.kind == "verify":
+                    results = await self._run_remote_verify(view, request, remote)
+                elif remote is not None:
+                    specs = [self._check_spec(request, request.cwd)]
+                    view.total = len(specs)
+                    results = await self._runner(view.job, remote).run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 else:
-                    results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+                    specs = await self._specs(view, request)
+                    view.total = len(specs)
+                    if view.kind == "verify":
+                        results = await self._run_verify(view, specs)
+                    else:
+                        results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 results = [self._annotated(view, r) for r in results]
                 gate = self._gate(view, results)
         except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
@@ -203,22 +224,54 @@ class JobRunner:
 
     async def _run_verify(self, view: JobView, specs: list[ProbeSpec]) -> list[ProbeResult]:
         """The read-only checks in parallel, then the autofix ones if all passed
-        (coordinator/autofix.py); results in spec order."""
-        worktree = view.worktree or self._repo_root
-        before = await trio.to_thread.run_sync(_content_or_nothing, worktree)
-        read_only = [spec for spec in specs if not spec.autofix]
-        results = await self._pool.run_suite(read_only, on_result=lambda i, r: self._progress(view, r))
-        fixers = [spec for spec in specs if spec.autofix]
-        if fixers:
-            failed = [r.name for r in results if not r.passed]
-            results += await autofix.run_fixers(
-                self._pool, fixers, view.worktree or self._repo_root, failed,
-                lambda path: self._holder_of(path, view.agent), lambda r: self._progress(view, r),
-            )
-        after = await trio.to_thread.run_sync(_content_or_nothing, worktree) if before else ""
-        view.tree = before if before == after else ""  # the result is about this content only if it held still
-        order = {spec.name: index for index, spec in enumerate(specs)}
-        return sorted(results, key=lambda r: order.get(r.name, len(order)))
+        (probes/autofix.py); results in spec order."""
+        results, view.tree = await verifyrun.run_verify(
+            self._pool, specs, view.worktree or self._repo_root,
+            lambda path: self._holder_of(path, view.agent), lambda r: self._progress(view, r),
+        )
+        return results
+
+    async def _run_remote_verify(self, view: JobView, request: m.Verify, agent: str) -> list[ProbeResult]:
+        """A verify run in a worktree on ``agent``'s host, by its worker: the suite is
+        that worktree's, built and run there; results come back one by one and go to the
+        ledger exactly as local ones."""
+        work = work_for(view.job, "verify", cwd=request.cwd, agent=agent, venv=request.venv, held=self._held_by_others(agent))
+        results: dict[str, ProbeResult] = {}
+
+        async def progress(message: m.WorkProgress) -> None:
+            result = msgspec.convert(message.result, ProbeResult)
+            view.total = message.total or view.total
+            if message.about:
+                view.about[result.name] = message.about
+            results[result.name] = result
+            await self._progress(view, result)
+
+        done = await self._workers_or_fail(agent, request.cwd).run(agent, work, progress)
+        if done.error:
+            raise ProbeError(done.error)
+        view.tree = done.tree
+        return [results[name] for name in done.order if name in results]
+
+    def _held_by_others(self, agent: str) -> list[list[str]]:
+        """(pattern, holder) of every path another agent holds exclusively, or holds
+        through a stale holder's lock delay: an autofix check run elsewhere must not
+        change them (the same rule as ``_holder_of``, as a list to send)."""
+        reg = self._core.registry
+        now = trio.current_time()
+        held = [[pattern.text, entry.agent] for pattern, entry in reg.claims if entry.agent != agent and entry.access == "exclusive"]
+        held += [[pattern.text, hold.former] for pattern, hold in reg.holds if hold.former != agent and hold.until > now]
+        return held
+
+    def _workers_or_fail(self, agent: str, cwd: str) -> WorkerBroker:
+        if self._workers is None:  # cannot happen: remote agents need the CURVE endpoint
+            raise PeerError("no_worker", f"{agent} is on another host and this coordinator runs no remote workers")
+        return self._workers
+
+    def _runner(self, job: str, agent: str | None) -> ProbePool | RemoteRunner:
+        """Where a job's probes run: the local pool, or ``agent``'s worker."""
+        if agent is None:
+            return self._pool
+        return RemoteRunner(self._workers_or_fail(agent, ""), agent, job)
 
     def _holder_of(self, path: str, agent: str | None) -> str | None:
         """Another agent holding ``path`` exclusively (or in a stale holder's lock
@@ -247,45 +300,24 @@ class JobRunner:
         cwd = request.cwd or str(self._repo_root)
         root = await self._worktree_of(cwd)
         if view.kind == "check":
-            probe: m.ProbeRequest = request.probe
-            params = dict(probe.params)
-            if probe.kind == "build" and "previous_hash" not in params and "dir" in params:
-                params["previous_hash"] = self._build_hashes.get(str(Path(cwd, params["dir"])))
-            spec = ProbeSpec(name=probe.name or probe.kind, kind=probe.kind, params=params, cwd=cwd)
-            if probe.timeout is not None:
-                spec = msgspec.structs.replace(spec, timeout=probe.timeout)
-            return [self._with_log(view, spec)]
-        config = await trio.to_thread.run_sync(load_config, root)
-        if not config.checks:
-            raise ProbeError(
-                f"no verify checks: add [checks.NAME] tables to {root / 'lockstep.toml'} "
-                "(nothing could be detected from package.json, Cargo.toml or pyproject.toml)"
-            )
-        view.total = len(config.checks)
+            return [self._with_log(view, self._check_spec(request, cwd))]
         view.worktree = root
-        checkouts = await trio.to_thread.run_sync(environment.git_checkouts, root)
-        specs = []
-        for check in config.checks:
-            where = environment.check_environment(
-                os.environ, root, agent=view.agent, checkouts=checkouts, venv_setting=config.verify.venv or None,
-                caller_venv=getattr(request, "venv", "") or None, verify_env=config.verify.env, check_env=check.env,
-            )
-            spec = check.to_spec(root, where.env)
-            view.about[check.name] = await self._about(check, where, Path(spec.cwd or root))
-            specs.append(self._with_log(view, spec))
+        specs, about = await verifyrun.verify_specs(
+            root, view.agent, getattr(request, "venv", ""), lambda spec: self._with_log(view, spec)
+        )
+        view.about.update(about)
         return specs
 
-    @staticmethod
-    async def _about(check: Check, where: environment.CheckEnvironment, cwd: Path) -> dict[str, Any]:
-        """What the report says about where and how ``check`` runs."""
-        about: dict[str, Any] = where.describe()
-        if check.why:
-            about["detected"] = check.why
-        tool = environment.command_tool(check.cmd)
-        path = environment.resolve_tool(tool, where.env, cwd) if tool else None
-        about["tool"] = path or tool
-        about["version"] = await trio.to_thread.run_sync(environment.tool_version, path) if path else None
-        return about
+    def _check_spec(self, request: m.Check, cwd: str) -> ProbeSpec:
+        """The spec of one ``check`` request (its build hash from the ledger's last)."""
+        probe: m.ProbeRequest = request.probe
+        params = dict(probe.params)
+        if probe.kind == "build" and "previous_hash" not in params and "dir" in params:
+            params["previous_hash"] = self._build_hashes.get(str(Path(cwd, params["dir"])))
+        spec = ProbeSpec(name=probe.name or probe.kind, kind=probe.kind, params=params, cwd=cwd)
+        if probe.timeout is not None:
+            spec = msgspec.structs.replace(spec, timeout=probe.timeout)
+        return spec
 
     @staticmethod
     def _annotated(view: JobView, result: ProbeResult) -> ProbeResult:
@@ -401,36 +433,40 @@ class JobRunner:
 
     # ------------------------------------------------------------------ plans
 
-    async def _run_plan(self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord] | None = None) -> m.Gate:
+    async def _run_plan(
+        self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord] | None = None, remote: str | None = None
+    ) -> m.Gate:
         plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name())
         machine = plans.PlanMachine.replay(plan, records) if records else plans.PlanMachine(plan)
         cwd = request.cwd or str(self._repo_root)
-        await self._worktree_of(cwd)
+        if remote is None:
+            await self._worktree_of(cwd)  # a remote worktree is its worker's to find
+        runner = self._runner(view.job, remote)
         view.total = len(plan.steps)
         while True:
             action = machine.next_action()
             if isinstance(action, plans.Finished):
                 verdict = {"succeeded": "pass", "failed": "fail"}.get(action.state, "escalate")
                 return m.Gate(subject="plan", verdict=verdict, reason=f"plan {plan.name!r} {action.state}: {action.reason}".rstrip(": "), job=view.job, agent=view.agent)
-            event = await self._carry_out_plan_action(action, plan, cwd)
+            event = await self._carry_out_plan_action(action, plan, cwd, runner)
             for transition in machine.apply(event):
                 record = rec.PLAN_TRANSITIONS[transition.kind](agent=view.agent, job=view.job, **msgspec.structs.asdict(transition))
                 await self._apply(lambda now, record=record: self._core.note(record, now))
                 if transition.to_state in plans.STEP_TERMINAL:
                     view.results.append(rec.data_of(record))
 
-    async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str) -> plans.Event:
+    async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str, runner: ProbePool | RemoteRunner) -> plans.Event:
         match action:
             case plans.StartStep(step=step):
                 return plans.Event(plans.STARTED, step)
             case plans.RunPreProbes(step=step, probes=probes) | plans.RunPostProbes(step=step, probes=probes):
                 pre = isinstance(action, plans.RunPreProbes)
-                failed = await self._failed_probes(probes, cwd)
+                failed = await self._failed_probes(probes, cwd, runner)
                 if pre:
                     return plans.Event(plans.PRE_FAILED if failed else plans.PRE_PASSED, step, failed)
                 return plans.Event(plans.POST_FAILED if failed else plans.POST_PASSED, step, failed)
             case plans.RunCommand(step=step, cmd=cmd) | plans.RunRollback(step=step, cmd=cmd):
-                result = await self._pool.run(ProbeSpec(name=step, kind="command", params={"shell": cmd}, cwd=cwd, timeout=3600))
+                result = await runner.run(ProbeSpec(name=step, kind="command", params={"shell": cmd}, cwd=cwd, timeout=3600))
                 ok = result.passed
                 detail = f"{cmd!r} exit {result.exit_code}" + ("" if ok else f": {result.reason}")
                 if isinstance(action, plans.RunRollback):
@@ -445,7 +481,7 @@ class JobRunner:
                 return plans.Event(plans.RUN_PASSED, step, f"{agent} passed its done gate")
         raise PeerError("internal", f"unknown plan action {action!r}")
 
-    async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str) -> str:
+    async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str, runner: ProbePool | RemoteRunner) -> str:
         """Run a step's probes; '' if all passed, else which failed and why."""
         known = self.config.probes_by_name()
         specs = []
@@ -454,7 +490,7 @@ class JobRunner:
             if resolved is None:
                 return f"unknown probe {probe!r}"
             specs.append(resolved.to_spec(cwd=cwd))
-        results = await self._pool.run_suite(specs)
+        results = await runner.run_suite(specs)
         return "; ".join(f"{r.name}: {r.reason}" for r in results if not r.passed)
 
     async def resume_plans(self, nursery: trio.Nursery, ledger: Ledger) -> int:
@@ -493,13 +529,32 @@ class JobRunner:
         await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))
 
 
-def _content_or_nothing(worktree: Path) -> str:
-    """The worktree's content id, or "" when git cannot give one (the run still runs;
-    its result is then not keyed on content)."""
-    from protocol.content import ContentError, content_id
+class RemoteRunner:
+    """A pool's ``run`` / ``run_suite`` for one job, carried out by an agent's worker on
+    its own host: each call is one ``work`` of kind ``suite`` (id ``JOB/N``)."""
 
-    try:
-        return content_id(worktree)
-    except ContentError as exc:
-        log.warning("no content id for %s: %s", worktree, exc)
-        return ""
+    def __init__(self, workers: WorkerBroker, agent: str, job: str) -> None:
+        self._workers = workers
+        self._agent = agent
+        self._job = job
+        self._calls = 0
+
+    async def run(self, spec: ProbeSpec) -> ProbeResult:
+        return (await self.run_suite([spec]))[0]
+
+    async def run_suite(self, specs: list[ProbeSpec], on_result=None) -> list[ProbeResult]:
+        self._calls += 1
+        work = work_for(f"{self._job}/{self._calls}" if self._calls > 1 else self._job, "suite", agent=self._agent, specs=specs,
+                        cwd=specs[0].cwd if specs else "")
+        results: dict[str, ProbeResult] = {}
+
+        async def progress(message: m.WorkProgress) -> None:
+            result = msgspec.convert(message.result, ProbeResult)
+            results[result.name] = result
+            if on_result is not None:
+                await on_result(len(results) - 1, result)
+
+        done = await self._workers.run(self._agent, work, progress)
+        if done.error:
+            raise ProbeError(done.error)
+        return [results[name] for name in done.order if name in results]

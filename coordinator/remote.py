@@ -20,6 +20,8 @@ who gets in and what each key may do.
   the coordinator's own repository (the clone was recognised by its root commits at
   enrollment) and a host name marked remote, so no local pid is ever watched for it
   (a ``watch`` from another host is recorded, never acted on).
+* Probes of a remote agent run on its own host, by ``lockstep worker`` (workers.py),
+  which connects with the agent's key and may serve only the key's name.
 * Keys live in ``keys.json`` in the private state directory (0600).
 """
 
@@ -48,8 +50,9 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 # Requests only the coordinator's own host may send.
 _OPERATOR = (m.Shutdown, m.Abandon, m.Keys, m.Compact)
-# Probes run where the worktree is: on the remote host (not yet: see ``no_worker``).
-_PROBES = (m.Check, m.Verify, m.PlanRun)
+# A remote host's name as sessions and ``status`` show it: marked so that nothing of
+# this host (pid watches, uncommitted-work checks, probes) is ever tried on it.
+REMOTE_MARK = "(remote, key of "
 
 
 class KeyStore:
@@ -180,20 +183,21 @@ class RemoteGate:
         if isinstance(message, m.Hello):
             if message.agent != name:
                 return self._forbidden(message, name, f"the key of {name} may not act as {message.agent}")
-            host = f"{message.host or '?'} (remote, key of {name})"
+            host = f"{message.host or '?'} {REMOTE_MARK}{name})"
             return msgspec.structs.replace(message, repo=self.repo, host=host, pid=None, pid_started=None), None, ""
-        if isinstance(message, _PROBES):
-            return message, PeerError(
-                "no_worker",
-                f"checks of {name}'s worktree must run on its own host, and no worker runs there "
-                "(remote workers are not available in this version: run the check in that clone without the coordinator)",
-            ), ""
+        if isinstance(message, m.WorkerReady) and message.agent != name:
+            return self._forbidden(message, name, f"the key of {name} may not run {message.agent}'s probes")
         session = getattr(message, "session", None)
         if session is not None:
             agent = registry.sessions.get(session)
             if agent is not None and agent.name != name:
                 return self._forbidden(message, name, f"the key of {name} may not act in {agent.name}'s session")
         return message, None, ""
+
+    def name_of(self, peer: bytes) -> str:
+        """The agent name the key of a remote peer is bound to ("" if none)."""
+        entry = self.store.keys.get(self.key_of.get(peer, ""))
+        return entry["name"] if entry is not None else ""
 
     def _forbidden(self, message, name: str, why: str):
         self.counts["forbidden"] += 1

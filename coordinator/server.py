@@ -86,9 +86,10 @@ from .jobs import JobRunner
 from .landing import LandQueue
 from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
-from .remote import REMOTE_PEER, ZAP_ENDPOINT, RemoteGate
+from .remote import REMOTE_MARK, REMOTE_PEER, ZAP_ENDPOINT, RemoteGate
 from .replies import PIPE_REPLIES, CutOff, PeerQueues
 from .settings import Settings
+from .workers import WORKER_MESSAGES, WorkerBroker
 
 log = logging.getLogger("lockstep")
 
@@ -132,6 +133,7 @@ class Server:
         self._remote: RemoteGate | None = None
         self._remote_router: TrioSocket | None = None
         self._remote_pub: TrioSocket | None = None
+        self._workers: WorkerBroker | None = None  # remote agents' workers (workers.py)
         self.probe_limit = probe_limit  # concurrent probes (default: CPU count)
         self.settings = settings
         self.endpoint = endpoint
@@ -189,7 +191,11 @@ class Server:
             async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
-                self._jobs = JobRunner(self.core, self.apply, pool, self.place.worktree, self.place.state_dir)
+                if self._remote is not None:
+                    self._workers = WorkerBroker(self._send, self.settings.heartbeat, self.settings.liveness)
+                self._jobs = JobRunner(
+                    self.core, self.apply, pool, self.place.worktree, self.place.state_dir, self._workers, self._is_remote_agent
+                )
                 self._landings = LandQueue(self.core, self.apply, self._jobs, self.refs, self.place.state_dir)
                 if self.refs is not None:
                     # Read the integration branch before leases start: on a long history
@@ -232,6 +238,7 @@ class Server:
                 nursery.start_soon(self._serve_requests)
                 if self._remote is not None:
                     nursery.start_soon(self._serve_zap)
+                    nursery.start_soon(self._beat_workers)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
                 nursery.start_soon(self._flush_replies)
@@ -255,6 +262,7 @@ class Server:
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
             **({"remote": self._remote.statistics()} if self._remote is not None else {}),
+            **({"workers": self._workers.statistics(trio.current_time())} if self._workers is not None else {}),
             "replies": self._replies.statistics(),
             "storage": (
                 {"error": self._storage_error, "for_s": round(trio.current_time() - self._storage_since, 3)}
@@ -450,7 +458,13 @@ class Server:
                         if isinstance(message, (Enroll, Keys)):
                             effects += self._answer_keys(peer, message)
                             continue
+                        if isinstance(message, WORKER_MESSAGES):  # a remote agent's worker (workers.py)
+                            effects += self._worker_message(peer, message, now)
+                            continue
+                        before = len(effects)
                         effects += core.receive(peer, message, now)
+                        if peer[:3] == REMOTE_PEER and self._remote is not None:
+                            self._jobs_asked_remotely(peer, effects[before:])
                         only_heartbeats &= isinstance(message, Heartbeat)
                     except Exception:  # a bug on one message: answer that peer, keep serving
                         effects += self._bug_answer(peer, message)
@@ -698,6 +712,29 @@ class Server:
             out.append([peer, *(f.bytes for f in frames[1:])])
         return out
 
+    def _worker_message(self, peer: bytes, message, now: float) -> list:
+        if peer[:3] != REMOTE_PEER or self._workers is None:
+            error = PeerError("bad_request", "workers run agents' probes on other hosts: connect over the CURVE endpoint (`lockstep worker` in a joined clone)")
+            return self.core.reject(peer, error, message.req)
+        return self._workers.receive(peer, self._remote.name_of(peer), message, now)
+
+    def _jobs_asked_remotely(self, peer: bytes, effects: list) -> None:
+        """Jobs a remote peer just started run their probes on its agent's worker."""
+        for effect in effects:
+            if isinstance(effect, StartJob) and effect.kind != "land":
+                self._jobs.asked_remotely(effect.job, self._remote.name_of(peer))
+
+    def _is_remote_agent(self, name: str) -> bool:
+        """A live session of ``name`` came from another host (e.g. an edit batch's verify)."""
+        agent = self.core.registry.live_agent(name)
+        return agent is not None and REMOTE_MARK in (agent.host or "")
+
+    async def _beat_workers(self) -> None:
+        """Majordomo's heartbeat: ping every worker, lose the silent ones."""
+        while True:
+            await trio.sleep(self.settings.heartbeat)
+            self._workers.beat(trio.current_time())
+
     async def _serve_zap(self) -> None:
         """libzmq's ZAP requests (one per CURVE handshake), answered on this loop."""
         while True:
@@ -712,7 +749,10 @@ class Server:
                     raise PeerError("forbidden", "enroll over the coordinator's CURVE endpoint with a join token (`lockstep join`)")
                 return [Send(peer, self._remote.enroll(peer, message))]
             if self._remote is not None:
-                return [Send(peer, self._remote.keys_request(message))]
+                reply = self._remote.keys_request(message)
+                if message.op == "revoke" and self._workers is not None:  # its worker goes at once, too
+                    self._workers.drop(message.name, f"the key of {message.name} was revoked")
+                return [Send(peer, reply)]
             if message.op == "list":
                 return [Send(peer, KeysReply(req=message.req))]
             raise PeerError(
@@ -792,6 +832,6 @@ def _storage_cause(exc: Exception) -> str:
 
 
 # Requests still served while the ledger cannot be written: they record nothing.
-_WHILE_UNWRITABLE = (Status, JobQuery, LandQuery, Heartbeat, Fresh)
+_WHILE_UNWRITABLE = (Status, JobQuery, LandQuery, Heartbeat, Fresh, *WORKER_MESSAGES)
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}

@@ -269,6 +269,55 @@ class Keys(Request, frozen=True, kw_only=True, tag="keys"):
     ttl: float | None = None
 
 
+# ---------------------------------------------------------------- remote workers
+# ``lockstep worker`` runs on an agent's own host and runs the probes of that agent's
+# worktree there, in the Majordomo manner: ready, heartbeats both ways, work, results.
+# It connects with the agent's own key; these are its requests (the ``work`` it gets
+# and the coordinator's beats are among the replies).
+
+
+class WorkerReady(Request, frozen=True, kw_only=True, tag="worker_ready"):
+    """A worker is ready to run ``agent``'s probes (the name its key is bound to) in
+    ``worktrees`` on ``host``; answered ``worker_welcome``.  Sent again after a silence
+    (the coordinator may have restarted)."""
+
+    agent: str
+    host: str = ""
+    worktrees: list[str] = []
+    pid: int | None = None
+
+
+class WorkerBeat(Request, frozen=True, kw_only=True, tag="worker_hb"):
+    """A worker's heartbeat (one way: the coordinator beats with ``worker_ping``)."""
+
+
+class WorkProgress(Request, frozen=True, kw_only=True, tag="work_progress"):
+    """One probe's result (a ``ProbeResult``) of the work ``job``, as it finished;
+    ``about`` says where and how a verify check ran; ``total`` the checks in all."""
+
+    job: str
+    result: dict[str, Any]
+    about: dict[str, Any] = {}
+    total: int = 0
+
+
+class WorkDone(Request, frozen=True, kw_only=True, tag="work_done"):
+    """The work ``job`` is over: ``order`` names its results in spec order; ``tree`` the
+    worktree's content id (a verify run on content that held still); ``error`` why it
+    could not run at all."""
+
+    job: str
+    order: list[str] = []
+    tree: str = ""
+    error: str = ""
+
+
+class WorkerBye(Request, frozen=True, kw_only=True, tag="worker_bye"):
+    """The worker stops (its running work, if any, fails with ``worker lost``)."""
+
+    reason: str = ""
+
+
 # ---------------------------------------------------------------------------- replies
 
 
@@ -520,6 +569,43 @@ class KeysReply(Reply, frozen=True, kw_only=True, tag="keys_reply"):
     message: str = ""
 
 
+class WorkerWelcome(Reply, frozen=True, kw_only=True, tag="worker_welcome"):
+    """A worker is registered: beat every ``heartbeat`` s; either side is lost after
+    ``heartbeat`` x ``liveness`` of silence."""
+
+    agent: str
+    heartbeat: float
+    liveness: int
+
+
+class Work(Reply, frozen=True, kw_only=True, tag="work"):
+    """To a worker (unsolicited, ``req`` 0): ``suite`` runs ``specs`` (``ProbeSpec``s)
+    as given; ``verify`` builds the verify suite of the worktree holding ``cwd`` there
+    and runs it.  An autofix check's change to a path in ``held`` (pattern, holder
+    pairs: other agents' claims) is undone."""
+
+    job: str
+    kind: Literal["suite", "verify"]
+    cwd: str = ""
+    agent: str = ""
+    venv: str = ""
+    specs: list[dict[str, Any]] = []
+    held: list[list[str]] = []
+
+
+class WorkerPing(Reply, frozen=True, kw_only=True, tag="worker_ping"):
+    """The coordinator's heartbeat to a worker."""
+
+
+class WorkerDismissed(Reply, frozen=True, kw_only=True, tag="worker_dismissed"):
+    """The coordinator dropped this worker (its key was revoked, another worker of the
+    same key replaced it): it stops; with ``again`` it only says ``worker_ready`` again
+    (the coordinator restarted and does not know it)."""
+
+    reason: str
+    again: bool = False
+
+
 # ----------------------------------------------------------------------- publications
 
 
@@ -538,8 +624,10 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
     | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote | TurnStart
+    | WorkerReady | WorkerBeat | WorkProgress | WorkDone | WorkerBye
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
     | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply
+    | WorkerWelcome | Work | WorkerPing | WorkerDismissed
 )

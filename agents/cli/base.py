@@ -63,6 +63,7 @@ VERB_MODULES: dict[str, str] = {
     "where": "report",
     "invite": "remote",
     "join": "remote",
+    "worker": "remote",
     "keys": "remote",
 }
 

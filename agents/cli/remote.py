@@ -53,16 +53,18 @@ def invite(name, ttl, endpoint, as_json):
 
 @main.command()
 @click.argument("token")
+@click.option("--no-worker", is_flag=True, help="Do not start `lockstep worker` in the background (start it yourself).")
 @json_option
 @handle_errors
-def join(token, as_json):
+def join(token, no_worker, as_json):
     """Enroll this clone with a coordinator on another host, once.
 
     TOKEN is the line `lockstep invite NAME` printed there. Makes this agent's own
     CURVE keypair, sends the public key with the one-time secret, and keeps the
     keypair in this clone's state directory (inside .git, 0600). Afterwards every
     verb here (claim, intent, run, the hooks, the guard) talks to that coordinator as
-    NAME; set LOCKSTEP_AGENT=NAME.
+    NAME; set LOCKSTEP_AGENT=NAME. Then starts `lockstep worker` in the background
+    (unless --no-worker): the coordinator runs NAME's checks through it, here.
 
     \b
     Examples:
@@ -97,9 +99,66 @@ def join(token, as_json):
     curve.remember_remote(remote)
     with open_connection(endpoint) as conn:  # the new key works
         conn.request(m.Status())
-    payload = {"agent": reply.agent, "endpoint": endpoint, "repo": reply.repo, "keyfile": str(state_dir / curve.REMOTE_FILE)}
-    _out(as_json, payload, f"lockstep: joined {endpoint} as {reply.agent}; key in {payload['keyfile']}; "
+    worker = None if no_worker else start_worker(place)
+    payload = {
+        "agent": reply.agent, "endpoint": endpoint, "repo": reply.repo, "keyfile": str(state_dir / curve.REMOTE_FILE), "worker": worker,
+    }
+    started = f"; worker pid {worker} (log {state_dir / WORKER_LOG})" if worker else ""
+    _out(as_json, payload, f"lockstep: joined {endpoint} as {reply.agent}; key in {payload['keyfile']}{started}; "
          f"now `export LOCKSTEP_AGENT={reply.agent}`")
+
+
+WORKER_LOG = "worker.log"
+
+
+def start_worker(place) -> int | None:
+    """Start `lockstep worker` for this clone in the background, unless one runs; its pid."""
+    import os
+    import subprocess
+    import sys
+
+    from agents.worker import running_worker
+
+    if running_worker(place) is not None:
+        return running_worker(place)
+    with open(place.state_dir / WORKER_LOG, "ab") as log_file:
+        os.chmod(place.state_dir / WORKER_LOG, 0o600)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "agents.cli", "worker"], cwd=place.worktree, stdin=subprocess.DEVNULL,
+            stdout=log_file, stderr=log_file, start_new_session=True,
+        )
+    return child.pid
+
+
+@main.command()
+@click.option("--agent", metavar="NAME", envvar="LOCKSTEP_AGENT", help="The agent this clone joined as (default: the one it joined as).")
+@endpoint_option
+@json_option
+@handle_errors
+def worker(agent, endpoint, as_json):
+    """Run this clone's agent's checks here, for its coordinator on another host.
+
+    In a clone joined with `lockstep join`: connects with the agent's own key and
+    runs the probes the coordinator sends for this worktree (verify, check, plan
+    steps, the hooks' write checks), reporting each result as it finishes. Runs
+    until stopped (Ctrl-C), dismissed (its key revoked), or refused. `join` starts
+    one in the background; `lockstep run` starts one for its command if none runs.
+    Under --json it prints one document when it stops.
+
+    \b
+    Examples:
+      lockstep worker
+      lockstep worker --json
+    """
+    import sys
+
+    from agents.worker import say_line, serve_worker
+
+    lines: list[str] = []
+    code = serve_worker(agent, endpoint, lines.append if as_json else say_line)
+    if as_json:
+        _out(True, {"stopped": lines[-1] if lines else "", "exit": code}, "")
+    sys.exit(code)
 
 
 @main.group()

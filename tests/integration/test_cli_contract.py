@@ -153,6 +153,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         run("lockstep keys revoke", "nobody", "--json", rc=2)
         run("lockstep invite", "dora", "--json", rc=2)  # no --curve: no remote agents
         run("lockstep join", "not-a-token", "--json", rc=2)
+        run("lockstep worker", "--json", rc=2)  # not a joined clone
         run("lockstep ledger tail", "--json")
         run("lockstep ledger compact", "--keep", "0", "--json")
         run("lockstep report", "--html", str(tmp_path / "report.html"), "--json")

@@ -80,7 +80,7 @@ class Net:
     def join(self, root: Path, host: str, clone: Path, name: str) -> dict:
         invited = self.run("coord", "invite", name, "--ttl", "5m", "--json", cwd=root)
         assert invited.rc == 0, invited
-        joined = self.run(host, "join", invited.json["token"], "--json", cwd=clone)
+        joined = self.run(host, "join", invited.json["token"], "--no-worker", "--json", cwd=clone)
         assert joined.rc == 0, joined
         return joined.json
 
@@ -145,8 +145,8 @@ def test_enrolled_agents_on_two_hosts_claim_and_are_refused_as_locally(net: Net,
     # A used token does not enroll twice.
     token = net.run("coord", "invite", "carol", "--json", cwd=origin.root).json["token"]
     clone_c = net.clone(origin.root, "host-b-carol")
-    assert net.run("b", "join", token, "--json", cwd=clone_c).rc == 0
-    again = net.run("b", "join", token, "--json", cwd=net.clone(origin.root, "host-b-again"))
+    assert net.run("b", "join", token, "--no-worker", "--json", cwd=clone_c).rc == 0
+    again = net.run("b", "join", token, "--no-worker", "--json", cwd=net.clone(origin.root, "host-b-again"))
     assert again.rc == 1 and again.json["error"]["code"] == "revoked", again
 
     # Revoked: refused at once, before the core, and counted.
@@ -188,7 +188,7 @@ def test_keys_from_elsewhere_and_other_repositories_are_refused(net: Net, origin
     _git(other, "add", ".")
     _git(other, "-c", "user.email=o@example.com", "-c", "user.name=o", "commit", "-q", "-m", "another project")
     token = net.run("coord", "invite", "dave", "--json", cwd=origin.root).json["token"]
-    wrong = net.run("a", "join", token, "--json", cwd=other)
+    wrong = net.run("a", "join", token, "--no-worker", "--json", cwd=other)
     assert wrong.rc == 2 and wrong.json["error"]["code"] == "wrong_repo", wrong
     assert "another repository" in wrong.json["error"]["message"]
 
@@ -237,7 +237,7 @@ def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
     clone = tmp_path / "clone"
     _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
     token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
-    assert cli("join", token, "--json", cwd=clone).rc == 0
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
     assert cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=clone).rc == 0
     forged = cli("claim", "src/x.py", "--agent", "bob", "--json", cwd=clone)
     assert forged.rc == 1 and forged.json["error"]["code"] == "forbidden"
@@ -250,3 +250,47 @@ def test_a_non_loopback_endpoint_without_curve_is_refused(repo):
 
     refused = cli("serve", "--endpoint", "tcp://10.1.2.3:7400", "--json", cwd=repo.root)
     assert refused.rc == 2 and "--curve" in refused.json["error"]["message"]
+
+
+def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, coordinator_in):
+    """A worker over loopback CURVE (no root needed): no worker is a clear failure; with
+    one, verify and the write check run in the clone, on content only the clone has."""
+    import hashlib
+
+    from .conftest import cli
+
+    origin = make_repo(tmp_path / "origin")
+    (origin.root / "lockstep.toml").write_text('[checks.content]\ncmd = "cat only-in-the-clone.txt"\n')
+    _git(origin.root, "add", "lockstep.toml")
+    _git(origin.root, "commit", "-q", "-m", "a check")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    coordinator_in(origin, "--endpoint", f"tcp://127.0.0.1:{port}", "--pub-endpoint", "tcp://127.0.0.1:0", "--curve", *FAST)
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
+    (clone / "only-in-the-clone.txt").write_text("made in the clone\n")
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
+
+    missing = cli("verify", "--agent", "alice", "--json", cwd=clone)
+    assert missing.rc == 1 and missing.json["verdict"] == "fail", missing
+    assert "no worker" in missing.json["reason"] and "lockstep worker" in missing.json["reason"]
+
+    worker = subprocess.Popen([*LOCKSTEP, "worker"], cwd=clone, env=env_for(), stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: [w["agent"] for w in cli("status", "--json", cwd=origin.root).json["statistics"]["workers"]["workers"]] == ["alice"],
+                   timeout=20, what="alice's worker to be ready")
+        verified = cli("verify", "--agent", "alice", "--json", cwd=clone)
+        assert verified.rc == 0 and verified.json["verdict"] == "pass", verified
+        assert "made in the clone" in verified.json["results"][0]["output"]
+        digest = hashlib.sha256((clone / "src" / "app.py").read_bytes()).hexdigest()
+        written = cli("check", "write", "src/app.py", "--sha256", digest, "--agent", "alice", "--json", cwd=clone)
+        assert written.rc == 0 and written.json["verdict"] == "pass", written
+        events = cli("ledger", "tail", "--json", cwd=origin.root).out
+        assert "made in the clone" in events  # recorded like any verify result
+    finally:
+        end_process(worker)
+    assert worker.returncode == 0, worker.stderr.read()

@@ -61,11 +61,16 @@ def test_a_key_acts_only_as_its_name(tmp_path):
         m.Release(force=True, paths=["a"]),
         m.Shutdown(),
         m.Keys(op="list"),
+        m.WorkerReady(agent="bob"),
+        m.Verify(session="1.2"),
     ]:
         assert gate.admit(peer, message, registry)[1].code == "forbidden", message
     assert gate.admit(peer, m.Claim(session="1.1", paths=["a"]), registry)[1] is None
     assert gate.admit(peer, m.Status(), registry)[1] is None
-    assert gate.admit(peer, m.Verify(session="1.1"), registry)[1].code == "no_worker"
+    # Its probes go to its own worker (the job runner sends them there), and it may run one.
+    assert gate.admit(peer, m.Verify(session="1.1"), registry)[1] is None
+    assert gate.admit(peer, m.WorkerReady(agent="alice", host="laptop"), registry)[1] is None
+    assert gate.name_of(peer) == "alice"
     gate.keys_request(m.Keys(op="revoke", name="alice"))
     assert gate.admit(peer, m.Claim(session="1.1", paths=["a"]), registry)[1].code == "revoked"
-    assert gate.counts["forbidden"] == 5
+    assert gate.counts["forbidden"] == 7

@@ -1,0 +1,197 @@
+"""Remote workers: the coordinator's side of ``lockstep worker`` (Majordomo, zguide ch. 4).
+
+Theory.  A remote agent's worktree is on its own host, so its probes (checks, verify
+runs, plan steps, the hooks' write checks) must run there.  ``lockstep worker`` on
+that host connects over the CURVE endpoint with the agent's own key and says
+``worker_ready`` (its host and worktrees); the key may serve only the name it is bound
+to (``remote.RemoteGate.admit``).  From then on:
+
+* The job runner asks ``run(agent, work)``: the ``work`` goes to that agent's worker;
+  each ``work_progress`` is handed to the job as it comes (the job records it, exactly
+  as a local probe's result), ``work_done`` ends the call.  No worker for the agent:
+  ``no_worker``, naming what to start where.
+* Heartbeats go both ways (``worker_hb`` in, ``worker_ping`` out, every ``heartbeat``
+  seconds).  A worker silent for ``heartbeat x liveness`` is lost: the work it was
+  running fails with ``worker lost`` (the job's gate says so), and it is forgotten
+  until it says ``worker_ready`` again.  A worker that says ``worker_bye`` is lost at
+  once, and so is one whose key is revoked (``drop``: it is told ``worker_dismissed``).
+* One worker per agent: a new ``worker_ready`` from another connection replaces the
+  old worker (its running work is lost, it is dismissed).
+
+Messages arrive in the request loop's turn; the waiting job runs in its own task, so
+``receive`` only puts them on that job's channel and never waits.  ``send`` is the
+server's reply path (it queues behind unread replies, never blocks).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import msgspec
+import trio
+
+from probes.model import ProbeError
+from protocol import messages as m
+from protocol.codec import encode
+from protocol.errors import PeerError
+
+from .effects import Effect, Send
+
+log = logging.getLogger("lockstep")
+
+WORKER_MESSAGES = (m.WorkerReady, m.WorkerBeat, m.WorkProgress, m.WorkDone, m.WorkerBye)
+OnProgress = Callable[[m.WorkProgress], Awaitable[None]]
+
+
+class WorkerLost(ProbeError):
+    """The worker running a job's work is gone; the job fails with this message."""
+
+
+@dataclass
+class Worker:
+    peer: bytes
+    agent: str
+    host: str
+    worktrees: list[str]
+    pid: int | None
+    since: float
+    last_heard: float
+    work: dict[str, trio.MemorySendChannel] = field(default_factory=dict)  # work id -> its job's channel
+    done: int = 0
+
+    def info(self, now: float) -> dict[str, Any]:
+        return {
+            "agent": self.agent, "host": self.host, "worktrees": self.worktrees, "pid": self.pid,
+            "running": sorted(self.work), "done": self.done, "for_s": round(now - self.since, 3),
+            "last_heard_s": round(now - self.last_heard, 3),
+        }
+
+
+class WorkerBroker:
+    def __init__(self, send: Callable[[bytes, bytes], None], heartbeat: float, liveness: int) -> None:
+        self._send = send  # (peer, frame): the server's reply path
+        self.heartbeat = heartbeat
+        self.liveness = liveness
+        self._by_agent: dict[str, Worker] = {}
+        self._counts = {"dispatched": 0, "completed": 0, "lost": 0, "no_worker": 0}
+
+    # -- what workers say (in the request loop's turn) ----------------------------------
+
+    def receive(self, peer: bytes, name: str, message, now: float) -> list[Effect]:
+        """A worker's message; ``name`` is the agent its key is bound to."""
+        worker = self._by_agent.get(name)
+        if isinstance(message, m.WorkerReady):
+            if worker is not None and worker.peer != peer:
+                self._lose(worker, f"worker lost: another worker of {name} replaced it")
+                self._tell(worker.peer, m.WorkerDismissed(reason=f"another worker of {name} connected (from {message.host or '?'})"))
+                worker = None
+            if worker is None:
+                worker = self._by_agent[name] = Worker(peer, name, message.host, list(message.worktrees), message.pid, now, now)
+                log.info("worker for %s ready on %s (%s)", name, message.host or "?", ", ".join(message.worktrees) or "no worktree")
+            worker.last_heard = now
+            welcome = m.WorkerWelcome(req=message.req, agent=name, heartbeat=self.heartbeat, liveness=self.liveness)
+            return [Send(peer, welcome)]
+        if worker is None or worker.peer != peer:
+            if isinstance(message, (m.WorkerBye, m.WorkProgress, m.WorkDone)):
+                return []  # a late word from a worker already lost or replaced: its jobs have ended
+            # A beat from a worker we do not know (we restarted): it says ready again.
+            return [Send(peer, m.WorkerDismissed(reason="this coordinator does not know this worker (it restarted)", again=True))]
+        worker.last_heard = now
+        match message:
+            case m.WorkProgress(job=job) | m.WorkDone(job=job):
+                channel = worker.work.get(job)
+                if channel is not None:
+                    if isinstance(message, m.WorkDone):
+                        del worker.work[job]
+                        worker.done += 1
+                    try:
+                        channel.send_nowait(message)
+                    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass  # the job is gone (cancelled): nothing waits for it
+            case m.WorkerBye(reason=reason):
+                self._forget(worker, f"worker lost: {name}'s worker stopped ({reason or 'bye'})")
+        return []
+
+    def beat(self, now: float) -> None:
+        """Every ``heartbeat`` seconds: ping every worker, forget the silent ones."""
+        for worker in list(self._by_agent.values()):
+            if now - worker.last_heard > self.heartbeat * self.liveness:
+                silent = now - worker.last_heard
+                self._forget(worker, f"worker lost: {worker.agent}'s worker on {worker.host or '?'} did not answer for {silent:.1f}s")
+            else:
+                self._tell(worker.peer, m.WorkerPing())
+
+    def drop(self, name: str, reason: str) -> bool:
+        """Drop ``name``'s worker now (its key was revoked)."""
+        worker = self._by_agent.get(name)
+        if worker is None:
+            return False
+        self._tell(worker.peer, m.WorkerDismissed(reason=reason))
+        self._forget(worker, f"worker lost: {reason}")
+        return True
+
+    # -- what jobs ask -------------------------------------------------------------------
+
+    def has_worker(self, agent: str) -> bool:
+        return agent in self._by_agent
+
+    async def run(self, agent: str, work: m.Work, on_progress: OnProgress) -> m.WorkDone:
+        """Run ``work`` on ``agent``'s worker: progress as it comes, then its end.
+        ``WorkerLost`` if the worker goes away first."""
+        worker = self._by_agent.get(agent)
+        if worker is None:
+            self._counts["no_worker"] += 1
+            where = f" ({work.cwd})" if work.cwd else ""
+            raise PeerError(
+                "no_worker",
+                f"no worker runs for {agent}'s worktree on its host: start `lockstep worker` in that clone{where} "
+                "(`lockstep run` starts one for its command)",
+            )
+        send, receive = trio.open_memory_channel[Any](math.inf)
+        worker.work[work.job] = send
+        self._counts["dispatched"] += 1
+        try:
+            self._tell(worker.peer, work)
+            async with receive:
+                async for message in receive:
+                    if isinstance(message, WorkerLost):
+                        raise message
+                    if isinstance(message, m.WorkDone):
+                        self._counts["completed"] += 1
+                        return message
+                    await on_progress(message)
+            raise WorkerLost("worker lost")  # pragma: no cover - the channel closes only through _lose
+        finally:
+            worker.work.pop(work.job, None)
+
+    def statistics(self, now: float) -> dict[str, Any]:
+        return {**self._counts, "workers": [w.info(now) for w in self._by_agent.values()]}
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _tell(self, peer: bytes, message: m.Reply) -> None:
+        self._send(peer, encode(message))
+
+    def _forget(self, worker: Worker, why: str) -> None:
+        if self._by_agent.get(worker.agent) is worker:
+            del self._by_agent[worker.agent]
+        log.warning("%s", why)
+        self._lose(worker, why)
+
+    def _lose(self, worker: Worker, why: str) -> None:
+        for channel in worker.work.values():
+            self._counts["lost"] += 1
+            try:
+                channel.send_nowait(WorkerLost(why))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        worker.work.clear()
+
+
+def work_for(job: str, kind: str, **fields: Any) -> m.Work:
+    """A ``work`` message; specs go as plain maps."""
+    specs = [msgspec.to_builtins(spec) for spec in fields.pop("specs", [])]
+    return m.Work(job=job, kind=kind, specs=specs, **fields)

@@ -1,0 +1,112 @@
+"""The broker's side of remote workers (coordinator.workers), without sockets: what it
+sends is collected, what workers say is handed to ``receive``, time is trio's mock clock."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from coordinator.workers import WorkerBroker, WorkerLost, work_for
+from protocol import messages as m
+from protocol.codec import decode_reply
+from protocol.errors import PeerError
+
+PEER = b"\x00\xff\xffw1"
+
+
+class Wire:
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, m.Message]] = []
+
+    def send(self, peer: bytes, frame: bytes) -> None:
+        self.sent.append((peer, decode_reply(frame)))
+
+    def of(self, kind) -> list[tuple[bytes, m.Message]]:
+        return [(peer, message) for peer, message in self.sent if isinstance(message, kind)]
+
+
+def _broker() -> tuple[WorkerBroker, Wire]:
+    wire = Wire()
+    return WorkerBroker(wire.send, heartbeat=1.0, liveness=3), wire
+
+
+def _ready(broker: WorkerBroker, peer: bytes = PEER, now: float = 0.0) -> m.WorkerWelcome:
+    effects = broker.receive(peer, "alice", m.WorkerReady(req=7, agent="alice", host="laptop", worktrees=["/w"]), now)
+    return effects[0].message
+
+
+async def test_work_goes_to_the_agents_worker_and_its_results_come_back_in_order():
+    broker, wire = _broker()
+    welcome = _ready(broker)
+    assert (welcome.req, welcome.agent, welcome.heartbeat, welcome.liveness) == (7, "alice", 1.0, 3)
+    seen = []
+
+    async def progress(message: m.WorkProgress) -> None:
+        seen.append(message.result["name"])
+
+    async with trio.open_nursery() as nursery:
+        outcome = {}
+
+        async def ask():
+            outcome["done"] = await broker.run("alice", work_for("1.4", "verify", cwd="/w"), progress)
+
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        [(peer, work)] = wire.of(m.Work)
+        assert peer == PEER and work.job == "1.4" and work.kind == "verify"
+        assert broker.statistics(0.0)["workers"][0]["running"] == ["1.4"]
+        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result={"name": "b"}, total=2), 0.1)
+        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result={"name": "a"}, total=2), 0.2)
+        broker.receive(PEER, "alice", m.WorkDone(job="1.4", order=["a", "b"], tree="t"), 0.3)
+    assert seen == ["b", "a"] and outcome["done"].order == ["a", "b"] and outcome["done"].tree == "t"
+    assert broker.statistics(0.0)["completed"] == 1
+
+
+async def test_no_worker_names_the_command_to_start():
+    broker, _ = _broker()
+    with pytest.raises(PeerError) as info:
+        await broker.run("alice", work_for("1.1", "suite", cwd="/home/a/clone"), None)
+    assert info.value.code == "no_worker" and "lockstep worker" in info.value.message and "/home/a/clone" in info.value.message
+
+
+@pytest.mark.parametrize("how", ["silence", "bye", "revoked", "replaced"])
+async def test_a_worker_lost_mid_job_fails_the_job_with_worker_lost(how, autojump_clock):
+    broker, wire = _broker()
+    _ready(broker)
+
+    async def progress(message):
+        pass
+
+    lost = []
+
+    async def ask():
+        try:
+            await broker.run("alice", work_for("1.2", "suite"), progress)
+        except WorkerLost as exc:
+            lost.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        if how == "silence":
+            broker.beat(2.0)  # within heartbeat x liveness: pinged, kept
+            assert broker.has_worker("alice") and wire.of(m.WorkerPing)
+            broker.beat(3.5)
+        elif how == "bye":
+            broker.receive(PEER, "alice", m.WorkerBye(reason="SIGTERM"), 1.0)
+        elif how == "revoked":
+            assert broker.drop("alice", "the key of alice was revoked")
+            assert wire.of(m.WorkerDismissed)[0][0] == PEER
+        else:
+            _ready(broker, peer=b"\x00\xff\xffw2", now=1.0)
+            assert wire.of(m.WorkerDismissed)[0][0] == PEER
+    assert len(lost) == 1 and str(lost[0]).startswith("worker lost")
+    assert broker.has_worker("alice") == (how == "replaced")
+    assert broker.statistics(0.0)["lost"] == 1
+
+
+def test_a_beat_from_an_unknown_worker_asks_it_to_say_ready_again():
+    broker, _ = _broker()
+    [effect] = broker.receive(PEER, "alice", m.WorkerBeat(), 0.0)
+    assert isinstance(effect.message, m.WorkerDismissed) and effect.message.again
+    assert broker.receive(PEER, "alice", m.WorkDone(job="9.9"), 0.0) == []  # late words of a lost worker: ignored
