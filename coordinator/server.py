@@ -125,9 +125,10 @@ class BindFailed(UsageError):
 class Server:
     def __init__(
         self, place: Place, settings: Settings, endpoint: str, pub_endpoint: str, probe_limit: int | None = None,
-        remote: tuple[str, str] | None = None,
+        remote: tuple[str, str] | None = None, durability: str = "the default",
     ) -> None:
         self.place = place
+        self.durability_source = durability  # why ``settings.fsync`` has its value (status says)
         # (request, publication) endpoints with CURVE, for agents on other hosts (remote.py)
         self.remote_endpoints = remote
         self._remote: RemoteGate | None = None
@@ -257,6 +258,7 @@ class Server:
         return {
             "ledger": msgspec.to_builtins(self.ledger.statistics()),
             "durability": self.settings.fsync,
+            "durability_source": self.durability_source,
             "probes": msgspec.to_builtins(self._jobs.pool_statistics()),
             "pids_watched": len(self._pids),
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),

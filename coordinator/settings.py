@@ -42,18 +42,54 @@ Settings = msgspec.defstruct(
 Settings.__doc__ = "Every coordinator setting, flat: [coordinator] keys as is, [verify] ones as verify_policy, max_repair_loops."
 
 
-def load_settings(repo_root: Path | None, **overrides: object) -> Settings:
+REMOTE_FSYNC = "power-loss"
+
+
+def load_settings(repo_root: Path | None, *, remote: bool = False, **overrides: object) -> Settings:
     """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``), then
     ``overrides`` (flags, already in seconds; ``None`` means "not given").
+
+    ``remote`` (agents on other hosts are served): ``fsync`` defaults to
+    ``power-loss`` instead, unless the file or a flag sets it.  A grant then survives
+    the coordinator host's power loss, so agents on other machines, which cannot see
+    that host go down, never hold a token the restarted coordinator forgot.
 
     A bad value raises ``UsageError`` (exit 2) naming the setting."""
     config = load_config(repo_root) if repo_root is not None else Config()
     values: dict[str, object] = {}
     for s in settings():
         values[s.name] = getattr(getattr(config, s.table), s.key)
+    if remote and overrides.get("fsync") is None and not _names_fsync(repo_root):
+        values["fsync"] = REMOTE_FSYNC
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return msgspec.convert(values, Settings, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
         message = explain(str(exc), Settings, values, "invalid coordinator setting", nested=True)
         raise UsageError(message, code="bad_request") from None
+
+
+def durability_source(repo_root: Path | None, *, remote: bool, flag: object) -> str:
+    """Why ``fsync`` has the value in force, for ``status``."""
+    if flag is not None:
+        return "serve --fsync"
+    if _names_fsync(repo_root):
+        return "lockstep.toml [coordinator] fsync"
+    return "the default with remote agents (--curve)" if remote else "the default"
+
+
+def _names_fsync(repo_root: Path | None) -> bool:
+    """``lockstep.toml`` sets ``[coordinator] fsync`` itself (``load_config`` has read
+    and checked the file already; this only asks whether the key is there)."""
+    import tomllib
+
+    from probes.config import CONFIG_FILENAME
+
+    if repo_root is None:
+        return False
+    try:
+        with open(Path(repo_root) / CONFIG_FILENAME, "rb") as f:
+            table = tomllib.load(f).get("coordinator", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(table, dict) and "fsync" in table

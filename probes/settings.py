@@ -65,7 +65,8 @@ class CoordinatorConfig(Table):
     )] = "block"
     fsync: Annotated[Fsync, setting(
         "what an answered request survives: a killed coordinator (commits are not fsynced) / also power loss "
-        "and kernel crashes (every batch is fsynced before its replies leave; see Durability in the README)",
+        "and kernel crashes (every batch is fsynced before its replies leave; the default with --curve; "
+        "see Durability in the README)",
         flag="--fsync",
     )] = "process-crash"
     reply_budget: Annotated[int, Meta(ge=1, le=4096), setting(

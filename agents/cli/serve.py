@@ -92,10 +92,15 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, curve, **flags):
       lockstep serve --heartbeat 1 --liveness 5
       lockstep serve --endpoint tcp://10.0.0.1:7400 --curve --detach
     """
-    from coordinator.settings import load_settings  # the one import of the server side
+    from coordinator.settings import (  # the one import of the server side
+        durability_source,
+        load_settings,
+    )
 
     place = discovery.locate()
-    settings = load_settings(place.worktree, **_flag_values(flags))
+    values = _flag_values(flags)
+    settings = load_settings(place.worktree, remote=curve, **values)
+    durability = durability_source(place.worktree, remote=curve, flag=values.get("fsync"))
     state_dir = discovery.ensure_state_dir(place)
     rpc, pub = discovery.default_endpoints(state_dir)
     remote = None
@@ -118,7 +123,7 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, curve, **flags):
     from coordinator.server import Server
 
     try:
-        reason = trio.run(Server(place, settings, rpc, pub, probe_limit, remote=remote).serve)
+        reason = trio.run(Server(place, settings, rpc, pub, probe_limit, remote=remote, durability=durability).serve)
     finally:
         os.close(lock_fd)
     if as_json:

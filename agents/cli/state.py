@@ -76,6 +76,9 @@ def _status_text(reply: m.StatusReply) -> str:
     durability = reply.statistics.get("durability")
     if durability:  # what an answer survives (fsync = process-crash | power-loss)
         lines[0] += f", durability {durability}"
+        source = reply.statistics.get("durability_source")
+        if source:
+            lines[0] += f" ({source})"
     storage_error = (reply.statistics.get("storage") or {}).get("error")
     if storage_error:  # the coordinator fails closed: say so before anything else
         lines[:0] = [f"UNAVAILABLE: {storage_error}", ""]

@@ -243,6 +243,11 @@ def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
     assert forged.rc == 1 and forged.json["error"]["code"] == "forbidden"
     local = cli("claim", "src/app.py", "--agent", "bob", "--json", cwd=origin.root)  # a local agent, on ipc
     assert local.rc == 1 and "alice" in local.out
+    # Serving remote agents, grants survive the coordinator's power loss by default, and status says so.
+    statistics = cli("status", "--json", cwd=origin.root).json["statistics"]
+    assert statistics["durability"] == "power-loss"
+    assert statistics["durability_source"] == "the default with remote agents (--curve)"
+    assert "durability power-loss (the default with remote agents (--curve))" in cli("status", cwd=origin.root).out
 
 
 def test_a_non_loopback_endpoint_without_curve_is_refused(repo):

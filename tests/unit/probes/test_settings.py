@@ -75,3 +75,16 @@ def test_a_bad_flag_value_is_a_usage_error_naming_the_setting(overrides, fragmen
         load_settings(None, **overrides)
     assert fragment in info.value.message
     assert not isinstance(info.value, msgspec.ValidationError)
+
+
+def test_serving_remote_agents_makes_power_loss_durability_the_default(tmp_path):
+    from coordinator.settings import durability_source, load_settings
+
+    assert load_settings(tmp_path).fsync == "process-crash"
+    assert load_settings(tmp_path, remote=True).fsync == "power-loss"
+    assert durability_source(tmp_path, remote=True, flag=None) == "the default with remote agents (--curve)"
+    assert load_settings(tmp_path, remote=True, fsync="process-crash").fsync == "process-crash"  # the flag wins
+    assert durability_source(tmp_path, remote=True, flag="process-crash") == "serve --fsync"
+    (tmp_path / "lockstep.toml").write_text('[coordinator]\nfsync = "process-crash"\n')
+    assert load_settings(tmp_path, remote=True).fsync == "process-crash"  # and so does the file
+    assert durability_source(tmp_path, remote=True, flag=None) == "lockstep.toml [coordinator] fsync"
