@@ -299,3 +299,97 @@ def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, 
     finally:
         end_process(worker)
     assert worker.returncode == 0, worker.stderr.read()
+
+
+def _worker_on(net: Net, host: str, clone: Path) -> subprocess.Popen:
+    return net.start(host, "worker", cwd=clone)
+
+
+def _workers(net: Net, root: Path) -> dict[str, dict]:
+    return {w["agent"]: w for w in net.status(root)["statistics"]["workers"]["workers"]}
+
+
+def _origin_with_a_check(origin, check: str) -> None:
+    (origin.root / "lockstep.toml").write_text(f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n")
+    _git(origin.root, "add", "lockstep.toml")
+    _git(origin.root, "commit", "-q", "-m", "a check")
+
+
+@needs_netns
+def test_a_remote_verify_runs_in_the_remote_clone_and_a_lost_worker_fails_it(net: Net, origin):
+    # The check waits (boundedly) for a go file, then shows what only host a's clone has,
+    # and the address only host a's network namespace has.
+    _origin_with_a_check(
+        origin, "for i in $(seq 300); do [ -f go ] && break; sleep 0.05; done; cat only-in-a.txt; ip -4 -o addr show",
+    )
+    net.serve(origin.root)
+    clone_a = net.clone(origin.root, "host-a")
+    (clone_a / "only-in-a.txt").write_text("content of host a's clone\n")
+    net.join(origin.root, "a", clone_a, "alice")
+
+    # No worker: a clear failure naming what to start, and where.
+    (clone_a / "go").write_text("")
+    missing = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert missing.rc == 1 and missing.json["verdict"] == "fail", missing
+    assert "no worker" in missing.json["reason"] and "`lockstep worker`" in missing.json["reason"] and str(clone_a) in missing.json["reason"]
+
+    worker = _worker_on(net, "a", clone_a)
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=20, what="alice's worker")
+    assert _workers(net, origin.root)["alice"]["worktrees"] == [str(clone_a)]
+    passed = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert passed.rc == 0 and passed.json["verdict"] == "pass", passed
+    output = passed.json["results"][0]["output"]
+    assert "content of host a's clone" in output and net.hosts.address["a"] in output
+    assert net.hosts.address["coord"] not in output  # not run on the coordinator's host
+    ledger = net.run("coord", "ledger", "tail", "--json", cwd=origin.root).out
+    assert "content of host a's clone" in ledger  # recorded like a local result
+
+    # The hooks' write check runs there too: a write that did not land is caught.
+    written = {"hook_event_name": "PostToolUse", "tool_name": "Write", "cwd": str(clone_a),
+               "tool_input": {"file_path": str(clone_a / "only-in-a.txt"), "content": "content of host a's clone\n"}}
+    hook = subprocess.run([*net.hosts.prefix("a"), *LOCKSTEP, "hook", "claude"], cwd=clone_a, env=env_for({"LOCKSTEP_AGENT": "alice"}),
+                          input=json.dumps(written), capture_output=True, text=True, timeout=30)
+    assert hook.returncode == 0, hook.stderr
+    lost_write = {**written, "tool_input": {**written["tool_input"], "content": "what the tool meant to write\n"}}
+    hook = subprocess.run([*net.hosts.prefix("a"), *LOCKSTEP, "hook", "claude"], cwd=clone_a, env=env_for({"LOCKSTEP_AGENT": "alice"}),
+                          input=json.dumps(lost_write), capture_output=True, text=True, timeout=30)
+    assert hook.returncode == 2 and "did not land" in hook.stderr, hook.stderr
+    guard = net.run("a", "guard", "pre-commit", "--json", cwd=clone_a)
+    assert guard.rc == 0, guard
+
+    # The worker killed mid-job: the job fails with "worker lost".
+    (clone_a / "go").unlink()
+    verifying = subprocess.Popen([*net.hosts.prefix("a"), *LOCKSTEP, "verify", "--agent", "alice", "--json"], cwd=clone_a, env=env_for(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    net.procs.append(verifying)
+    wait_until(lambda: _workers(net, origin.root)["alice"]["running"], timeout=20, what="the verify run on alice's worker")
+    worker.kill()
+    worker.wait(10)
+    out, err = verifying.communicate(timeout=30)
+    (clone_a / "go").write_text("")  # the orphaned check ends now
+    lost = json.loads(out)
+    assert verifying.returncode == 1 and lost["verdict"] == "fail" and "worker lost" in lost["reason"], (out, err)
+    assert "alice" not in _workers(net, origin.root)
+    assert net.status(origin.root)["statistics"]["workers"]["lost"] == 1
+
+    # Restarted: the next verify passes.
+    _worker_on(net, "a", clone_a)
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=20, what="alice's worker again")
+    again = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert again.rc == 0 and again.json["verdict"] == "pass", again
+
+
+@needs_netns
+def test_a_revoked_keys_worker_is_dismissed_at_once(net: Net, origin):
+    net.serve(origin.root)
+    clone_b = net.clone(origin.root, "host-b")
+    net.join(origin.root, "b", clone_b, "bob")
+    worker = _worker_on(net, "b", clone_b)
+    wait_until(lambda: "bob" in _workers(net, origin.root), timeout=20, what="bob's worker")
+    assert net.run("coord", "keys", "revoke", "bob", "--json", cwd=origin.root).rc == 0
+    assert "bob" not in _workers(net, origin.root)  # dropped with the revocation, not after a silence
+    assert worker.wait(20) == 1
+    assert "dismissed" in worker.stderr.read()
+    # And it cannot come back with that key.
+    again = net.run("b", "worker", "--json", cwd=clone_b)
+    assert again.rc != 0 and "bob" not in _workers(net, origin.root), again
