@@ -39,7 +39,7 @@ from probes.pool import ProbePool, open_probe_pool
 from protocol import curve
 from protocol import messages as m
 from protocol.discovery import Place, locate
-from protocol.errors import UsageError
+from protocol.errors import UsageError, single_errors
 from protocol.paths import Pattern, overlaps
 from protocol.procs import is_same_process, process_started
 
@@ -128,25 +128,30 @@ class Worker:
             return 1
         self.say(f"lockstep worker: running {self.name}'s probes in {self.place.worktree} for {self.conn.endpoint}")
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._beat)
-                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-                while True:
-                    message = await self.conn.next_unsolicited()
-                    match message:
-                        case m.Work():
-                            nursery.start_soon(self._run, message, name=f"work {message.job}")
-                        case m.WorkerDismissed(again=True):
-                            nursery.start_soon(self._ready_again)
-                        case m.WorkerDismissed(reason=reason):
-                            raise Dismissed(f"dismissed by the coordinator: {reason}")
-                        case m.Error(code=code, message=text) if code in ("revoked", "forbidden"):
-                            raise Dismissed(f"refused by the coordinator ({code}): {text}")
+            with single_errors():  # a Dismissed from any task is the one error
+                async with trio.open_nursery() as nursery:
+                    await self._serve_in(nursery)
         except Dismissed as exc:
             self.say(f"lockstep worker: {exc}")
             return 1
         self.say("lockstep worker: stopped")
         return 0
+
+    async def _serve_in(self, nursery: trio.Nursery) -> None:
+        """Beat, stop on a signal, and take what the coordinator sends until dismissed."""
+        nursery.start_soon(self._beat)
+        nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
+        while True:
+            message = await self.conn.next_unsolicited()
+            match message:
+                case m.Work():
+                    nursery.start_soon(self._run, message, name=f"work {message.job}")
+                case m.WorkerDismissed(again=True):
+                    nursery.start_soon(self._ready_again)
+                case m.WorkerDismissed(reason=reason):
+                    raise Dismissed(f"dismissed by the coordinator: {reason}")
+                case m.Error(code=code, message=text) if code in ("revoked", "forbidden"):
+                    raise Dismissed(f"refused by the coordinator ({code}): {text}")
 
     async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -168,6 +173,8 @@ class Worker:
             await self.ready()
         except CoordinatorUnreachable:
             pass  # still away: the next beat tries again
+        except RequestFailed as exc:
+            raise Dismissed(f"refused by the coordinator ({exc.reply.code}): {exc.reply.message}") from None
 
     # -- one piece of work ---------------------------------------------------------------
 
