@@ -93,6 +93,7 @@ async def _serve(place: Place, name: str, endpoint: str, say: Say) -> int:
     curve.write_private(state, {"pid": os.getpid(), "started": process_started(os.getpid()), "agent": name})
     try:
         async with open_connection(endpoint) as conn, open_probe_pool() as pool:
+            await pool.warm_up()  # the first checks do not wait for worker processes to start
             worker = Worker(conn, pool, place, name, say)
             return await worker.serve()
     finally:
@@ -112,6 +113,7 @@ class Worker:
         self.say = say
         self.heartbeat = 1.0
         self.liveness = 3
+        self.top = place.worktree.resolve()  # the one worktree it runs probes in
 
     async def ready(self) -> None:
         hello = m.WorkerReady(agent=self.name, host=_hostname(), worktrees=[str(self.place.worktree)], pid=os.getpid())
@@ -208,6 +210,10 @@ class Worker:
         specs = [msgspec.convert(spec, ProbeSpec) for spec in work.specs]
         for spec in specs:
             self._worktree_of(spec.cwd or work.cwd)
+        if len(specs) == 1:  # one check (the usual `check`, a hook's write check): no suite to schedule
+            result = await self.pool.run(specs[0])
+            self._send_progress(work.job, result, 1, {})
+            return m.WorkDone(job=work.job, order=[result.name])
         results = await self.pool.run_suite(specs, on_result=lambda i, r: self._send_progress(work.job, r, len(specs), {}))
         return m.WorkDone(job=work.job, order=[r.name for r in results])
 
@@ -216,7 +222,7 @@ class Worker:
 
     def _worktree_of(self, cwd: str) -> Path:
         """Probes run in this clone only: anything else is refused."""
-        top = self.place.worktree.resolve()
+        top = self.top
         target = Path(cwd).resolve() if cwd else top
         if target != top and top not in target.parents:
             raise UsageError(f"{cwd} is not in {self.name}'s clone {top} on {_hostname()}: this worker runs probes there only")
