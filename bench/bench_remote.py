@@ -2,6 +2,10 @@
 
     python bench/bench_remote.py            # about a minute on 2 cores
     python bench/bench_remote.py --quick
+    python bench/bench_remote.py --quick --fsync process-crash
+
+The coordinator serves with ``--curve``, so its durability is ``power-loss`` (every
+batch fsynced before its replies leave) unless ``--fsync process-crash`` is passed on.
 
 Needs root and ``ip`` (it builds two network namespaces joined by a veth pair, as the
 tests do, and removes them); without them it says so and exits 0.  Figures:
@@ -164,6 +168,7 @@ def echo_server(endpoint: str, secret: str) -> None:
 
 def main() -> int:
     quick = "--quick" in sys.argv
+    fsync = sys.argv[sys.argv.index("--fsync") + 1] if "--fsync" in sys.argv else None
     from tests.integration.netns import Hosts, skip_reason
 
     why = skip_reason()
@@ -184,7 +189,8 @@ def main() -> int:
             subprocess.run(["git", *args], cwd=repo, check=True)
         endpoint = f"tcp://{hosts.address['coord']}:7400"
         serve = subprocess.Popen(
-            [*hosts.prefix("coord"), PY, "-m", "agents.cli", "serve", "--endpoint", endpoint, "--curve", "--heartbeat", "30", "--liveness", "100"],
+            [*hosts.prefix("coord"), PY, "-m", "agents.cli", "serve", "--endpoint", endpoint, "--curve", "--heartbeat", "30", "--liveness", "100",
+             *(["--fsync", fsync] if fsync else [])],
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         procs.append(serve)
@@ -240,7 +246,7 @@ def main() -> int:
         print(f"| claim round trip over CURVE, p99 | {claim99:.3f} ms | CURVE echo {echo99:.3f} ms | {claim99 / echo99:.2f}× | ≤ 2× | {claim99 / echo99 <= 2} |")
         print(f"| (for scale) the same claims from the coordinator's host over ipc, p50 / p99 | {local['p50_ms']:.3f} / {local['p99_ms']:.3f} ms | | | | |")
         print(f"| grants/s, {AGENTS} remote agents × {IN_FLIGHT} in flight | {rate:,.0f}/s | | | ≥ 10,000/s | {rate >= 10_000} |")
-        print(f"load average at the end {os.getloadavg()}")
+        print(f"durability {fsync or 'power-loss (the default with --curve)'}; load average at the end {os.getloadavg()}")
     finally:
         for proc in reversed(procs):
             proc.terminate()

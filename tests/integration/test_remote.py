@@ -202,12 +202,15 @@ def test_a_cut_link_makes_the_remote_agent_stale_and_its_claims_are_fenced(net: 
     net.start("a", "run", "--agent", "alice", "--", "sleep", "120", cwd=clone_a)
     wait_until(lambda: any(a["name"] == "alice" and a["state"] == "alive" for a in net.status(origin.root)["agents"]),
                timeout=20, what="alice's run session")
+    # `run` in a joined clone starts a worker for its command (none ran there).
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=20, what="the worker `run` started")
     claimed = net.run("a", "claim", "src/app.py", "--agent", "alice", "--json", cwd=clone_a)
     assert claimed.rc == 0, claimed
     token = claimed.json["token"]
 
     net.hosts.cut("a")
     wait_until(lambda: not net.status(origin.root)["claims"], timeout=20, what="alice's claim to be released")
+    wait_until(lambda: "alice" not in _workers(net, origin.root), timeout=20, what="alice's worker to be lost")
     assert any(a["name"] == "alice" and a["state"] != "alive" for a in net.status(origin.root)["agents"])
 
     def bob_gets_it():
@@ -221,6 +224,8 @@ def test_a_cut_link_makes_the_remote_agent_stale_and_its_claims_are_fenced(net: 
     fenced = net.run("a", "intent", "src/app.py", "--agent", "alice", "--token", str(token), "--json", cwd=clone_a)
     assert fenced.rc == 1 and fenced.json["verdict"] == "block", fenced
     assert f"token {token}" in fenced.json["reason"]
+    # The worker says it is ready again once the coordinator answers.
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=30, what="alice's worker back after the link is restored")
 
 
 def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
