@@ -13,8 +13,9 @@ and back, not the check.
    ``lockstep serve`` runs) and a warm ``ProbePool``; in the other namespace, a real
    ``lockstep worker`` in a clone, connected over CURVE across the link.  Alternating,
    the same probe runs through ``pool.run`` (local) and ``broker.run`` (to the worker
-   and back: encode, CURVE, the worker's own warm pool, the result back).  Target: the
-   remote p50 ≤ 2 ms over the local pool's.
+   and back: encode, CURVE, the worker's own warm pool, the result back), and an empty
+   work (no probe: the way there and back alone).  Target: the remote p50 ≤ 2 ms over
+   the local pool's.
 2. **The whole path, for scale.**  A real ``lockstep serve --curve``; a clone joined as
    ``alice`` runs ``lockstep worker`` and ``lockstep run --agent alice -- sleep``.  A
    client on the coordinator's host asks for the check, alternating with no session in
@@ -91,7 +92,7 @@ async def _broker_side(spec: dict) -> dict:
     async def progress(message) -> None:
         pass
 
-    samples: dict[str, list[float]] = {"local": [], "remote": []}
+    samples: dict[str, list[float]] = {"local": [], "remote": [], "empty": []}
     async with open_probe_pool() as pool, trio.open_nursery() as nursery:
         async def serve() -> None:
             while True:
@@ -118,6 +119,9 @@ async def _broker_side(spec: dict) -> dict:
             started = time.perf_counter()
             if kind == "local":
                 result = await pool.run(probe(spec["local"]))
+            elif kind == "empty":  # the way there and back alone: no probe to run
+                done = await broker.run("alice", work_for(f"b{count}", "suite", cwd=spec["remote"]), progress)
+                result = None
             else:
                 done = await broker.run("alice", work_for(f"b{count}", "suite", specs=[probe(spec["remote"])], cwd=spec["remote"]), progress)
                 assert not done.error, done.error
@@ -130,7 +134,7 @@ async def _broker_side(spec: dict) -> dict:
             await one("local")
             await one("remote")
         for _ in range(spec["runs"]):
-            for kind in ("local", "remote"):
+            for kind in ("local", "remote", "empty"):
                 samples[kind].append(await one(kind))
         nursery.cancel_scope.cancel()
     router.close()
@@ -282,6 +286,9 @@ def main() -> int:
         print("|---|---|---|---|---|---|")
         rows = [("1. probe dispatch (pool.run / broker.run → worker → back)", part1["local"], part1["remote"], True),
                 ("2. whole path: `check` → `job.finished`", local, remote, False)]
+        empty = part1["empty"]
+        print(f"| 1. of which the way there and back alone (an empty work: no probe), p50 / p99 | | {empty['p50_ms']:.2f} / "
+              f"{empty['p99_ms']:.2f} ms | | | |")
         for label, here, there, targeted in rows:
             for p in ("p50", "p99"):
                 added = there[f"{p}_ms"] - here[f"{p}_ms"]
