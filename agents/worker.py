@@ -212,8 +212,7 @@ class Worker:
             self._worktree_of(spec.cwd or work.cwd)
         if len(specs) == 1:  # one check (the usual `check`, a hook's write check): no suite to schedule
             result = await self.pool.run(specs[0])
-            self._send_progress(work.job, result, 1, {})
-            return m.WorkDone(job=work.job, order=[result.name])
+            return m.WorkDone(job=work.job, order=[result.name], results=[msgspec.to_builtins(result)])
         results = await self.pool.run_suite(specs, on_result=lambda i, r: self._send_progress(work.job, r, len(specs), {}))
         return m.WorkDone(job=work.job, order=[r.name for r in results])
 

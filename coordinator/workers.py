@@ -160,6 +160,8 @@ class WorkerBroker:
                     if isinstance(message, WorkerLost):
                         raise message
                     if isinstance(message, m.WorkDone):
+                        for result in message.results:  # a single check's result comes with the end
+                            await on_progress(m.WorkProgress(job=message.job, result=result, total=len(message.order)))
                         self._counts["completed"] += 1
                         return message
                     await on_progress(message)

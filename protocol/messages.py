@@ -304,12 +304,13 @@ class WorkProgress(Request, frozen=True, kw_only=True, tag="work_progress"):
 class WorkDone(Request, frozen=True, kw_only=True, tag="work_done"):
     """The work ``job`` is over: ``order`` names its results in spec order; ``tree`` the
     worktree's content id (a verify run on content that held still); ``error`` why it
-    could not run at all."""
+    could not run at all; ``results`` any result not sent as ``work_progress``."""
 
     job: str
     order: list[str] = []
     tree: str = ""
     error: str = ""
+    results: list[dict[str, Any]] = []  # results not sent as progress (a single check's: one message, not two)
 
 
 class WorkerBye(Request, frozen=True, kw_only=True, tag="worker_bye"):

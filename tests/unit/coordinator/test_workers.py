@@ -110,3 +110,23 @@ def test_a_beat_from_an_unknown_worker_asks_it_to_say_ready_again():
     [effect] = broker.receive(PEER, "alice", m.WorkerBeat(), 0.0)
     assert isinstance(effect.message, m.WorkerDismissed) and effect.message.again
     assert broker.receive(PEER, "alice", m.WorkDone(job="9.9"), 0.0) == []  # late words of a lost worker: ignored
+
+
+async def test_a_single_checks_result_may_come_with_the_end_of_its_work():
+    broker, wire = _broker()
+    _ready(broker)
+    seen = []
+
+    async def progress(message: m.WorkProgress) -> None:
+        seen.append((message.job, message.result["name"]))
+
+    async with trio.open_nursery() as nursery:
+        outcome = {}
+
+        async def ask():
+            outcome["done"] = await broker.run("alice", work_for("1.5", "suite"), progress)
+
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        broker.receive(PEER, "alice", m.WorkDone(job="1.5", order=["write"], results=[{"name": "write"}]), 0.1)
+    assert seen == [("1.5", "write")] and outcome["done"].order == ["write"]
