@@ -246,7 +246,7 @@ class JobRunner:
             results[result.name] = result
             await self._progress(view, result)
 
-        done = await self._workers_or_fail(agent, request.cwd).run(agent, work, progress)
+        done = await self._workers_or_fail(agent).run(agent, work, progress)
         if done.error:
             raise ProbeError(done.error)
         view.tree = done.tree
@@ -262,7 +262,7 @@ class JobRunner:
         held += [[pattern.text, hold.former] for pattern, hold in reg.holds if hold.former != agent and hold.until > now]
         return held
 
-    def _workers_or_fail(self, agent: str, cwd: str) -> WorkerBroker:
+    def _workers_or_fail(self, agent: str) -> WorkerBroker:
         if self._workers is None:  # cannot happen: remote agents need the CURVE endpoint
             raise PeerError("no_worker", f"{agent} is on another host and this coordinator runs no remote workers")
         return self._workers
@@ -271,7 +271,7 @@ class JobRunner:
         """Where a job's probes run: the local pool, or ``agent``'s worker."""
         if agent is None:
             return self._pool
-        return RemoteRunner(self._workers_or_fail(agent, ""), agent, job)
+        return RemoteRunner(self._workers_or_fail(agent), agent, job)
 
     def _holder_of(self, path: str, agent: str | None) -> str | None:
         """Another agent holding ``path`` exclusively (or in a stale holder's lock
