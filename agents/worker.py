@@ -39,7 +39,7 @@ from probes.pool import ProbePool, open_probe_pool
 from protocol import curve
 from protocol import messages as m
 from protocol.discovery import Place, locate
-from protocol.errors import UsageError, single_errors
+from protocol.errors import PeerError, UsageError, single_errors
 from protocol.paths import Pattern, overlaps
 from protocol.procs import is_same_process, process_started
 
@@ -198,8 +198,8 @@ class Worker:
             def holder_of(path: str) -> str | None:
                 try:
                     target = Pattern(path)
-                except Exception:
-                    return None
+                except PeerError:
+                    return None  # not a path a claim can name
                 return next((holder for pattern, holder in held if overlaps(pattern, target)), None)
 
             async def progress(result: ProbeResult) -> None:
