@@ -40,7 +40,7 @@ from ledger import records as rec
 from probes import checklogs, verifyrun
 from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
-from probes.model import ProbeError, ProbeResult, ProbeSpec
+from probes.model import FAIL, WORKER_LOST, ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool
 from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
@@ -50,7 +50,7 @@ from protocol.paths import Pattern, escape
 
 from . import policy
 from .effects import Effect, Send, StartJob
-from .workers import WorkerBroker, work_for
+from .workers import WorkerBroker, WorkerLost, work_for
 
 if TYPE_CHECKING:
     from .core import Core
@@ -209,6 +209,14 @@ class JobRunner:
                         results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 results = [self._annotated(view, r) for r in results]
                 gate = self._gate(view, results)
+        except WorkerLost as exc:  # a finding like any other, so rules may answer it (e.g. retry)
+            lost = ProbeResult(
+                name=view.kind, kind="command", target=getattr(request, "cwd", ""), verdict=FAIL, finding=WORKER_LOST,
+                reason=f"{exc.message}; what it reported before is recorded, the rest did not run",
+            )
+            await self._progress(view, lost)
+            results = [lost]
+            gate = self._gate(view, results)
         except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
             gate = m.Gate(subject=view.kind, verdict="fail", reason=getattr(exc, "message", str(exc)), job=view.job, agent=view.agent)
         except Exception as exc:  # a bug in one job must not take the coordinator down

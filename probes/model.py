@@ -60,10 +60,11 @@ HANDOFF_INCOMPLETE = "handoff incomplete"    # handoff note missing or below thr
 PROBE_CRASHED = "probe crashed"              # the check itself died (bug or kill)
 NOT_RUN = "not run"                          # an autofix check after a failed read-only one
 CHANGED_HELD_PATHS = "changed held paths"    # an autofix check rewrote paths others hold (undone)
+WORKER_LOST = "worker lost"                  # a remote agent's worker went away while running its checks
 FINDINGS: tuple[str, ...] = (
     WRITE_LOST, BUILD_PRODUCED_NOTHING, COMMAND_FAILED, SIDE_EFFECT_MISSING, TIMED_OUT,
     ENDPOINT_FAILING, PROCESSES_MISSING, PROCESSES_UNEXPECTED, HANDOFF_INCOMPLETE,
-    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS,
+    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST,
 )
 
 DEFAULT_TIMEOUT = 60.0

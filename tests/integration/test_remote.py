@@ -315,7 +315,8 @@ def _workers(net: Net, root: Path) -> dict[str, dict]:
 
 
 def _origin_with_a_check(origin, check: str) -> None:
-    (origin.root / "lockstep.toml").write_text(f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n")
+    rule = '[[rule]]\nfinding = "worker lost"\nresponse = "retry"\nmessage = "run it again once the worker is back"\n'
+    (origin.root / "lockstep.toml").write_text(f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n\n{rule}")
     _git(origin.root, "add", "lockstep.toml")
     _git(origin.root, "commit", "-q", "-m", "a check")
 
@@ -374,6 +375,8 @@ def test_a_remote_verify_runs_in_the_remote_clone_and_a_lost_worker_fails_it(net
     (clone_a / "go").write_text("")  # the orphaned check ends now
     lost = json.loads(out)
     assert verifying.returncode == 1 and lost["verdict"] == "fail" and "worker lost" in lost["reason"], (out, err)
+    assert [r["finding"] for r in lost["results"]] == ["worker lost"]  # a finding: the rules answer it
+    assert [r["action"] for r in lost["responses"]] == ["retry"], lost["responses"]
     assert "alice" not in _workers(net, origin.root)
     assert net.status(origin.root)["statistics"]["workers"]["lost"] == 1
 
