@@ -305,6 +305,31 @@ def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, 
         end_process(worker)
     assert worker.returncode == 0, worker.stderr.read()
 
+    # `join` starts a worker in the background by itself.
+    import os
+    import signal
+
+    other = tmp_path / "clone-carol"
+    _git(tmp_path, "clone", "-q", str(origin.root), str(other))
+    token = cli("invite", "carol", "--json", cwd=origin.root).json["token"]
+    joined = cli("join", token, "--json", cwd=other)
+    assert joined.rc == 0 and joined.json["worker"], joined
+    pid = joined.json["worker"]
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    try:
+        wait_until(lambda: "carol" in [w["agent"] for w in cli("status", "--json", cwd=origin.root).json["statistics"]["workers"]["workers"]],
+                   timeout=20, what="the worker join started")
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(gone, timeout=20, what="the worker join started to stop")
+
 
 def _worker_on(net: Net, host: str, clone: Path) -> subprocess.Popen:
     return net.start(host, "worker", cwd=clone)
