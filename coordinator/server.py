@@ -11,6 +11,8 @@ Tasks (all in one nursery, all ending on SIGINT/SIGTERM or a ``Shutdown`` reques
 * ``_checkpoint`` runs a PASSIVE WAL checkpoint from a second connection now and then
   (auto-checkpoint inside commits is off: it made p99 ten times worse).
 * the ``PidWatcher`` reports exits of local agents' processes.
+* with ``--curve``: ``_serve_zap`` answers CURVE handshakes (remote.py) and
+  ``_beat_workers`` pings remote agents' workers and loses the silent ones (workers.py).
 
 Failing closed: when a commit fails (disk full, I/O error, read-only filesystem), the
 batch's records were applied to the registry but are not in the ledger, so the registry
