@@ -1,0 +1,128 @@
+"""Fair turns between peers (issue 7, failure 5): one client flooding claims cannot make
+another wait behind its backlog.
+
+The rule (coordinator/fairqueue.py) is that each turn takes at most ``PEER_TURN``
+messages of one peer, and a batch is committed (one ledger append, one ``ts``) before its
+replies leave.  So a quiet client's claim waits behind at most ``PEER_TURN`` of the
+flooder's claims in its own turn, however many the flooder has queued.  Before the rule a
+turn drained up to 1,024 messages of one peer, and the quiet claim was committed and
+answered together with hundreds of the flooder's.
+
+This is checked from the ledger, not from a clock: the events of one batch share its
+``ts``, and the flooder's path names number its requests in the order it sent them.  For
+every quiet claim: its batch holds at most ``PEER_TURN`` flooder grants, while flooder
+claims sent *before* it were still waiting after it (it was served within the quota, not
+after the backlog).  No speed threshold: a slow machine changes how many turns there are,
+not what one turn may hold.
+
+Real coordinator process, real zmq sockets (two DEALERs driven from one thread)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import time
+from collections import Counter
+
+import zmq
+
+from coordinator.server import PEER_TURN
+from protocol import messages as m
+from protocol.codec import decode_reply, encode
+
+STEADY = ("--heartbeat", "1", "--liveness", "30")
+WINDOW = 1000  # flooder claims in flight: fewer than the queue's read limit (4 x 1,024)
+QUIET_CLAIMS = 20
+DEADLINE = 120.0  # seconds for the whole exchange
+
+
+def _dealer(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)  # the flooder's window must reach the coordinator whole
+    sock.connect(endpoint)
+    return sock
+
+
+def _hello(sock: zmq.Socket, agent: str) -> str:
+    sock.send(encode(m.Hello(agent=agent, req=1)))
+    assert sock.poll(20_000), f"no welcome for {agent}"
+    reply = decode_reply(sock.recv())
+    assert isinstance(reply, m.Welcome), reply
+    return reply.session
+
+
+def _grants(repo) -> list[tuple[int, float, str, str]]:
+    """(id, ts, agent, first pattern) of every claim.granted, in ledger order."""
+    conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("select id, ts, agent, data from events where kind = 'claim.granted' order by id").fetchall()
+    finally:
+        conn.close()
+    return [(id_, ts, agent, json.loads(data)["patterns"][0]) for id_, ts, agent, data in rows]
+
+
+def test_a_quiet_claim_is_served_within_the_per_peer_quota_while_another_client_floods(repo, coordinator):
+    coordinator(*STEADY)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    ctx = zmq.Context()
+    flood_sock, quiet_sock = _dealer(ctx, endpoint), _dealer(ctx, endpoint)
+    sent_before: dict[str, int] = {}  # quiet path -> flooder claims sent before it
+    try:
+        flood_session = _hello(flood_sock, "flooder")
+        quiet_session = _hello(quiet_sock, "quiet")
+        sent = received = 0
+        deadline = time.monotonic() + DEADLINE
+
+        def top_up() -> None:
+            nonlocal sent
+            while sent - received < WINDOW:
+                sent += 1
+                flood_sock.send(encode(m.Claim(session=flood_session, paths=[f"flood/{sent}.py"], req=1 + sent)))
+
+        def read_flood() -> None:
+            nonlocal received
+            while flood_sock.poll(0):
+                reply = decode_reply(flood_sock.recv())
+                assert isinstance(reply, m.Granted), reply
+                received += 1
+
+        for i in range(QUIET_CLAIMS):
+            top_up()
+            path = f"quiet/{i}.py"
+            sent_before[path] = sent
+            quiet_sock.send(encode(m.Claim(session=quiet_session, paths=[path], req=1000 + i)))
+            while not quiet_sock.poll(0):  # keep the flood going until the quiet claim is answered
+                assert time.monotonic() < deadline, f"no answer to {path} within {DEADLINE:g}s"
+                zmq.select([flood_sock, quiet_sock], [], [], 1.0)
+                read_flood()
+                top_up()
+            reply = decode_reply(quiet_sock.recv())
+            assert isinstance(reply, m.Granted), reply
+        while received < sent:  # the flood's last answers: then every grant is in the ledger
+            assert time.monotonic() < deadline, f"{sent - received} flood claims unanswered"
+            flood_sock.poll(1000)
+            read_flood()
+    finally:
+        flood_sock.close()
+        quiet_sock.close()
+        ctx.term()
+
+    grants = _grants(repo)
+    flood_per_batch = Counter(ts for _, ts, agent, _ in grants if agent == "flooder")
+    flood_order = [(id_, int(path[len("flood/"):-len(".py")])) for id_, _, agent, path in grants if agent == "flooder"]
+    assert len(flood_order) == sent
+    in_batch, overtaken = [], []
+    for id_, ts, agent, path in grants:
+        if agent != "quiet":
+            continue
+        # The quota bound: the quiet claim's turn held at most PEER_TURN of the flooder's.
+        in_batch.append(flood_per_batch[ts])
+        # ...while the flooder had claims queued before it: sent earlier, granted later.
+        overtaken.append(sum(1 for fid, n in flood_order if fid > id_ and n <= sent_before[path]))
+    assert len(in_batch) == QUIET_CLAIMS
+    assert max(in_batch) <= PEER_TURN, f"flooder grants in the quiet claims' batches: {in_batch}"
+    # Not vacuous: the flood was queued when the quiet claims came (a typical quiet claim
+    # overtook many times a turn's quota of the flooder's earlier claims).
+    assert statistics.median(overtaken) >= 10 * PEER_TURN, f"flood claims overtaken: {overtaken}"
