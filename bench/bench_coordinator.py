@@ -4,6 +4,7 @@
     python bench/bench_coordinator.py            # full run, well under 3 min
     python bench/bench_coordinator.py --quick    # ~25 s smoke run
     ... --only 1,3                                              # some figures only
+    ... --only 2 --fsync power-loss                             # figure 2, every batch fsynced
 
 Figures (see bench/README.md for what each one means and why the baseline is fair):
 
@@ -50,7 +51,12 @@ from protocol.codec import decode_reply, decode_request, encode
 perf = time.perf_counter
 
 COORD_FLAGS = ["--heartbeat", "30", "--liveness", "100"]  # figures 1-4: no session may lapse mid-benchmark
+FSYNC_FLAGS: list[str] = []  # `--fsync MODE` when asked for: every coordinator gets it
 STARTUP_TIMEOUT = 30.0
+DURABILITY = {  # what each `serve --fsync` mode does with the ledger's commits
+    "process-crash": "the ledger commits with synchronous=NORMAL (fsync only for durable records such as token reservations)",
+    "power-loss": "every batch's commit is fsynced (synchronous=FULL) before its replies leave",
+}
 REPLY_TIMEOUT_MS = 20_000
 
 
@@ -742,6 +748,10 @@ class Bench:
         say(f"    coordinator: {', '.join(fmt_rate(r) for r in rates)} grants/s  (coordinator {median(cpu_c):.0f}% of a core, "
             f"load generator {median(cpu_g):.0f}% in total; {st.statistics['core']['grants']:,} grants, "
             f"{st.statistics['core']['errors']} errors in all)")
+        ledger = st.statistics["ledger"]
+        say(f"    coordinator: {st.statistics['core']['messages'] / max(st.statistics['receive_batches'], 1):.1f} messages per "
+            f"turn, {ledger['events_appended'] / max(ledger['transactions'], 1):.1f} events per ledger commit "
+            f"({ledger['transactions']:,} commits, durability {st.statistics['durability']})")
         say(f"    raw fsync  : {', '.join(fmt_rate(r) for r in raw_rates)} grants/s  (one INSERT + fsync per request, "
             f"server {median(raw_cpu):.0f}% of a core; runs cut at {base_deadline:g}s)")
         self.row(figure="2 claim->grant, 100 agents (grants/s)", measured=fmt_rate(c), baseline=f"{fmt_rate(b)} raw fsync",
@@ -885,7 +895,7 @@ class Bench:
         idle_window = 2.0 if self.quick else 4.0
         say(f"\n[5] CPU with {n_agents} agents heartbeating at 1 Hz (coordinator with default --heartbeat 1 --liveness 3): "
             f"{len(self.workers)} processes x {n_agents // len(self.workers)} DEALERs, {warm:g}s warm-up, {window:g}s window")
-        coord = self.coordinator("f5", [])
+        coord = self.coordinator("f5", FSYNC_FLAGS)
         time.sleep(0.5)
         idle = CpuMeter([coord.pid]).start()
         time.sleep(idle_window)
@@ -997,7 +1007,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats and samples (about 25 s)")
     parser.add_argument("--senders", type=int, default=2, help="load-generator processes (default 2)")
     parser.add_argument("--only", default="1,2,3,4,5", help="comma-separated figures to run (default all)")
+    parser.add_argument("--fsync", choices=("process-crash", "power-loss"), default=None,
+                        help="the coordinators' [coordinator] fsync mode (default: the serve default, process-crash)")
     args = parser.parse_args()
+    if args.fsync:
+        FSYNC_FLAGS.extend(["--fsync", args.fsync])
+        COORD_FLAGS.extend(FSYNC_FLAGS)
     only = {int(x) for x in args.only.split(",") if x.strip()}
 
     say("command: " + shlex.join([sys.executable, *sys.argv]) + f"    (cwd {os.getcwd()})")
@@ -1007,8 +1022,8 @@ def main() -> int:
     say(f"note: the load generators ({args.senders} processes, blocking pyzmq over ipc://) and every baseline server share "
         f"these {os.cpu_count()} cores with the coordinator; CPU figures are % of one core from psutil cpu_times.")
     say(f"note: figures 1-4 run `lockstep serve {' '.join(COORD_FLAGS)}` (so no session lapses between phases); "
-        f"figure 5 runs the defaults (1 s heartbeat). The coordinator's ledger commits with synchronous=NORMAL "
-        f"(fsync only for durable records such as token reservations); the fsync baseline fsyncs every request.")
+        f"figure 5 runs the defaults (1 s heartbeat). fsync mode: {args.fsync or 'process-crash (default)'}: "
+        f"{DURABILITY[args.fsync or 'process-crash']}; the fsync baseline fsyncs every request.")
     started = perf()
 
     def on_term(signum, frame):
