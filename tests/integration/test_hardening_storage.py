@@ -18,7 +18,7 @@ import subprocess
 import psutil
 import pytest
 
-from .conftest import cli, make_repo, status, wait_until
+from .conftest import LOCKSTEP, cli, end_process, env_for, make_repo, status, wait_until
 from .test_hardening import STEADY, assert_ledger_intact_and_replayed
 
 
@@ -102,3 +102,70 @@ def test_a_full_disk_fails_closed_and_recovers_when_space_returns(tmp_path, coor
             conn.close()
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)  # lazy: the fixtures end the processes after
+
+
+# ------------------------------------------------------------------ serve on a full disk
+
+
+def _serve_limited(repo, fsize: int) -> subprocess.Popen:
+    """``lockstep serve`` whose every write past ``fsize`` bytes of a file fails (EFBIG,
+    an I/O error to SQLite), as on a disk with no room for the ledger to grow."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return subprocess.Popen(
+        [*LOCKSTEP, "serve", *STEADY], cwd=repo.root, env=env_for(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, preexec_fn=limit,
+    )
+
+
+def test_serve_where_the_ledger_cannot_be_written_exits_2_in_one_line_and_starts_once_it_can(repo, coordinator):
+    c = coordinator(*STEADY)
+    token = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json["token"]
+    c.stop()  # a clean stop: opening the ledger again needs a new WAL index (32 KB)
+    proc = _serve_limited(repo, 1024)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        end_process(proc)
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [err.strip()] and "Traceback" not in err
+    assert "ledger" in err and "I/O error" in err, err
+    # room again: it starts as usual, with what the ledger held
+    c = coordinator(*STEADY)
+    assert [(x["pattern"], x["token"]) for x in status(repo)["claims"]] == [("src/app.py", token)]
+    granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
+    assert granted.rc == 0 and granted.json["token"] > token
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="mounting a tmpfs needs root")
+def test_serve_on_a_full_disk_exits_2_in_one_line_and_starts_once_space_is_freed(tmp_path, coordinator_in):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    try:
+        repo = make_repo(small / "repo")
+        c = coordinator_in(repo, *STEADY)
+        token = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json["token"]
+        c.stop()
+        filler = small / "filler"
+        with open(filler, "wb", buffering=0) as f:  # to the last byte
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        result = cli("serve", *STEADY, cwd=repo.root, timeout=30)
+        assert result.rc == 2, result
+        assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1, result.err
+        assert "No space left" in result.err or "disk full" in result.err or "full" in result.err, result.err
+        filler.unlink()  # freeing space is enough: no bigger filesystem, no manual repair
+        c = coordinator_in(repo, *STEADY)
+        assert [(x["pattern"], x["token"]) for x in status(repo)["claims"]] == [("src/app.py", token)]
+        granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
+        assert granted.rc == 0 and granted.json["token"] > token
+        c.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
