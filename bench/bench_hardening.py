@@ -221,7 +221,7 @@ def _history(agents: int, live_per_agent: int, target: int, now: float):
     """(ts, record) in time order: ``agents`` agents over 7 days, about ``target`` events,
     ending with ``live_per_agent`` claims held by each agent's last session."""
     days = 7
-    tasks = max(1, (target - 2 * agents * days - agents * live_per_agent) * 10 // (31 * agents * days))
+    tasks = max(1, -(-(target - 2 * agents * days - agents * live_per_agent) * 10 // (31 * agents * days)))  # rounded up
     token, reserved, start = 1, 0, now - days * 86400
     yield start, rec.CoordinatorStarted(epoch=1, mode="parallel-strict")
     for day in range(days):
