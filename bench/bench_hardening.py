@@ -17,7 +17,7 @@ F2. memory: the coordinator's RSS (psutil) idle, then with 100,000 claims held, 
     third client claims and releases serially (so there is something to publish).
     Target: bounded, at most 200 MB over the idle coordinator; the growth in the second
     half of the hostile phase shows whether it levelled off.
-F3. restart: a ledger of 1,000,000 events with 10,000 live claims.  ~951,000 realistic
+F3. restart: a ledger of 1,000,000 events with 10,000 live claims.  ~953,000 realistic
     events are inserted directly (100 agents over 7 days: a session per agent and day,
     tasks of an allowed intent, its auto-claim and release, one refused claim in ten;
     on the last day each agent keeps 100 claims); a coordinator starts on it (a full
