@@ -22,6 +22,15 @@ points at the agent's run already under way, and the hook waits for it.  A faili
 blocks the stop: the reason - the failing checks first, each with its errors-first
 output, cut to ``REASON_LIMIT`` characters - is what the model reads next.
 
+Under ``[land] required`` the coordinator (``coordinator/landgate.py``) asks for a
+landing instead: the hook also sends the worktree's branch, commit and commit tree; a
+stop on uncommitted changes is blocked once, asking for a commit; otherwise the
+coordinator queues a landing of the branch (or points at the one under way) and the
+hook follows it: ``landed`` ends the turn, a refusal blocks the stop with what the
+model must fix (``landing_report``: the conflicting files and hunks with the commits and
+agents they meet, or the failing checks errors-first).  A refusal or uncommitted state
+already reported in this turn lets the turn end, shown to the user.
+
 Failures never trap the model: no coordinator, or a wait longer than the hook's time,
 lets the turn end with a visible ``systemMessage``; under ``--fail-closed`` a failure
 blocks the stop, except when the client says the stop hook is already looping
@@ -39,6 +48,7 @@ TURN_ENDS = {"claude": {"Stop", "SubagentStop"}, "codex": {"Stop", "SubagentStop
 REASON_LIMIT = 6000  # characters of failure report a blocked stop hands the model
 OUTPUT_LIMIT = 2500  # of one check's output within it
 POLL_INTERVAL = 0.2
+UNCOMMITTED_SHOWN = 20  # files a stop blocked on uncommitted changes lists
 
 
 def wait_limit() -> float:
@@ -72,6 +82,15 @@ def _content(cwd: str) -> tuple[str, str]:
     return worktree, content_id(worktree)
 
 
+def _commit_of(worktree: str) -> tuple[str, str, str]:
+    """(branch ref, its commit, the commit's tree) checked out in ``worktree``; ""
+    for what is unknown (a detached HEAD has no branch)."""
+    from protocol.content import head_tree
+    from protocol.gitrefs import head_branch, read_head
+
+    return head_branch(worktree) or "", read_head(worktree) or "", head_tree(worktree)
+
+
 def turn_start(agent: str, event: dict, endpoint: str | None) -> str:
     from agents.oneshot import open_oneshot
     from protocol import messages as m
@@ -89,17 +108,28 @@ def turn_end(client: str, agent: str, event: dict, endpoint: str | None) -> str:
 
     cwd = str(event.get("cwd") or os.getcwd())
     worktree, tree = _content(cwd)
+    branch, head, committed = _commit_of(worktree)
     venv = os.environ.get("VIRTUAL_ENV", "")
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
-        reply = session.call(lambda s: m.Verify(cwd=worktree, session=s, tree=tree, turn_end=True, venv=venv))
+        reply = session.call(
+            lambda s: m.Verify(cwd=worktree, session=s, tree=tree, turn_end=True, venv=venv, branch=branch, head=head, head_tree=committed)
+        )
         if isinstance(reply, m.Gate):
             gate = reply
+        elif expect(reply, m.Accepted).kind == "land":  # [land] required: the stop lands the branch
+            landing = _wait_landing(session.conn, reply.job)
+            if landing is None:
+                return let_end(f"lockstep: landing {reply.job} is not decided after {wait_limit():g}s; this turn ends not landed yet")
+            if landing.verdict == "landed":
+                return let_end(f"lockstep: {landing.reason}")
+            return block(client, landing_report(landing))
         else:
-            accepted = expect(reply, m.Accepted)
-            gate = _wait(session.conn, accepted.job)
+            gate = _wait(session.conn, reply.job)
             if gate is None:
-                return let_end(f"lockstep: verify run {accepted.job} is still running after {wait_limit():g}s; this turn ends unchecked")
-    if gate.subject == "stop":  # decided without a run: quiet, unless the turn ends failing
+                return let_end(f"lockstep: verify run {reply.job} is still running after {wait_limit():g}s; this turn ends unchecked")
+    if gate.subject == "stop":  # decided without a run: quiet, unless the turn ends failing or must commit
+        if gate.verdict == "block":
+            return block(client, f"lockstep: {gate.reason}" + _uncommitted(worktree))
         return let_end(f"lockstep: {gate.reason}" if gate.verdict == "escalate" else "")
     if gate.verdict == "pass":
         return let_end()
@@ -120,18 +150,67 @@ def _wait(conn, job: str):
     return None
 
 
-def failure_report(gate) -> str:
-    """What a blocked stop tells the model: the failing checks first, each with its
-    errors-first output, within ``REASON_LIMIT`` characters."""
-    failing = [r for r in gate.results if r.get("verdict") != "pass"]
+def _wait_landing(conn, job: str):
+    """Landing ``job`` once decided, or None after ``wait_limit()``."""
+    from agents.oneshot import expect
+    from protocol import messages as m
+
+    deadline = time.monotonic() + wait_limit()
+    while time.monotonic() < deadline:
+        landing = expect(conn.request(m.LandQuery(job=job)), m.Landing)
+        if landing.stage == "finished":
+            return landing
+        time.sleep(POLL_INTERVAL)  # polling the landing's state, bounded by the deadline
+    return None
+
+
+def _uncommitted(worktree: str) -> str:
+    """The files ``git status`` shows, for the model to commit (best effort)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=worktree, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = done.stdout.splitlines() if done.returncode == 0 else []
+    shown = "\n".join(f"  {line}" for line in lines[:UNCOMMITTED_SHOWN])
+    more = f"\n  … and {len(lines) - UNCOMMITTED_SHOWN} more" if len(lines) > UNCOMMITTED_SHOWN else ""
+    return f"\nUncommitted (git status --porcelain):\n{shown}{more}" if lines else ""
+
+
+def landing_report(landing) -> str:
+    """What a stop blocked by a refused landing tells the model: the verdict and what
+    to fix - each conflicting file with its hunks and the integration commits (and
+    agents) it meets, or the failing checks first, errors-first - within
+    ``REASON_LIMIT`` characters."""
     lines = [
-        f"lockstep: verify fails on your worktree (job {gate.job}): {len(failing)} of {len(gate.results)} checks failed. "
-        "Fix them before ending your turn; this stop is blocked until verify passes "
-        "(or the repair-loop bound, max_repair_loops, is reached)."
+        f"lockstep: [land] required: your turn ends once {landing.branch} has landed on {landing.target}. "
+        f"Its landing (job {landing.job}) was refused: {landing.verdict}. {landing.reason}"
     ]
-    if not failing:
-        lines.append(gate.reason)
-    for result in failing:
+    for conflict in landing.conflicts:
+        lines.append(f"── {conflict.path} ({conflict.kind})")
+        for hunk in conflict.hunks:
+            lines.append(f"   line {hunk.get('line')}:")
+            lines.extend(f"   {landing.target}| {line}" for line in hunk.get("ours", []))
+            lines.extend(f"   {landing.branch}| {line}" for line in hunk.get("theirs", []))
+        for commit in conflict.commits:
+            who = commit.author + (f" (agent {commit.agent})" if commit.agent and commit.agent != commit.author else "")
+            lines.append(f"   changed on {landing.target} in {commit.commit[:10]} by {who}: {commit.subject}")
+    lines.extend(_results_lines(landing.results))
+    lines.append(
+        "Fix it on your branch and commit, then end your turn again: the stop lands the new commit. "
+        "Stopping again on this same commit ends the turn with it not landed."
+    )
+    return _cut("\n".join(lines), f"`lockstep land --json` on {landing.branch} prints the whole refusal")
+
+
+def _results_lines(results: list[dict]) -> list[str]:
+    """Checks as a report lists them: the failing ones first, each with its errors-first
+    output, then one line per passing one."""
+    lines = []
+    for result in results:
+        if result.get("verdict") == "pass":
+            continue
         head = f"── {result.get('name', '?')}: {result.get('finding') or 'failed'}"
         if result.get("exit_code") is not None:
             head += f" (exit {result['exit_code']})"
@@ -143,11 +222,29 @@ def failure_report(gate) -> str:
             if len(output) > OUTPUT_LIMIT:
                 output = output[:OUTPUT_LIMIT] + f"\n… ({len(output) - OUTPUT_LIMIT} more characters)"
             lines.append(output)
-    for result in gate.results:
+    for result in results:
         if result.get("verdict") == "pass":
             lines.append(f"── {result.get('name', '?')}: passed")
-    report = "\n".join(lines)
+    return lines
+
+
+def _cut(report: str, where: str) -> str:
     if len(report) > REASON_LIMIT:
-        more = f"\n… cut; `lockstep verify --full {gate.job}` prints every check's whole output"
+        more = f"\n… cut; {where}"
         report = report[: REASON_LIMIT - len(more)] + more
     return report
+
+
+def failure_report(gate) -> str:
+    """What a blocked stop tells the model: the failing checks first, each with its
+    errors-first output, within ``REASON_LIMIT`` characters."""
+    failing = [r for r in gate.results if r.get("verdict") != "pass"]
+    lines = [
+        f"lockstep: verify fails on your worktree (job {gate.job}): {len(failing)} of {len(gate.results)} checks failed. "
+        "Fix them before ending your turn; this stop is blocked until verify passes "
+        "(or the repair-loop bound, max_repair_loops, is reached)."
+    ]
+    if not failing:
+        lines.append(gate.reason)
+    lines.extend(_results_lines(gate.results))
+    return _cut("\n".join(lines), f"`lockstep verify --full {gate.job}` prints every check's whole output")

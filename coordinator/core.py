@@ -43,6 +43,7 @@ from .effects import (
     WatchPid,
 )
 from .integration import Change, IntegrationIndex, stale_text
+from .landgate import land_stop
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
@@ -576,6 +577,30 @@ class Core:
         self._publish(record.KIND, record.agent, rec.data_of(record))
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="land"))
 
+    def _on_verify(self, peer, msg: m.Verify, now: float) -> None:
+        if not (msg.turn_end and self.settings.land_required and self._land_gate(peer, msg, now)):
+            self.gates.on_verify(peer, msg, now)
+
+    def _land_gate(self, peer, msg: m.Verify, now: float) -> bool:
+        """The turn-end gate under ``[land] required`` (landgate.py); False: the verify
+        gate decides."""
+        if msg.session is None or not self.settings.turn_gate:
+            return False
+        agent = self._session(msg.session, now)
+        step = land_stop(self.registry, self.integration, agent.name, msg)
+        if step.action == "verify":
+            return False
+        if step.action == "join":
+            self._reply(peer, m.Accepted(req=msg.req, job=step.job, kind="land"))
+        elif step.action == "land":
+            self._on_land(peer, m.Land(req=msg.req, branch=msg.branch, head=msg.head, session=msg.session, cwd=msg.cwd, venv=msg.venv), now)
+        else:
+            record = rec.StopDecided(agent=agent.name, session=agent.session, verdict=step.verdict, reason=step.reason, tree=msg.tree)
+            self._record(record)
+            self._publish(record.KIND, agent.name, rec.data_of(record))
+            self._reply(peer, m.Gate(req=msg.req, subject="stop", verdict=step.verdict, reason=step.reason, agent=agent.name, tree=msg.tree))
+        return True
+
     def land_finished(self, record: rec.LandLanded | rec.LandRefused, gate: m.Gate, now: float) -> list[Effect]:
         """A landing was decided.  Landed: the agent's claims on the files it changed
         are released and the merge holds of its branch on them freed, at once (the
@@ -1098,7 +1123,7 @@ class Core:
         m.Shutdown: _on_shutdown,
         m.Abandon: _on_abandon,
         m.Check: lambda core, peer, msg, now: core.gates.on_check(peer, msg, now),
-        m.Verify: lambda core, peer, msg, now: core.gates.on_verify(peer, msg, now),
+        m.Verify: _on_verify,
         m.Done: lambda core, peer, msg, now: core.gates.on_done(peer, msg, now),
         m.TurnStart: lambda core, peer, msg, now: core.gates.on_turn(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),

@@ -235,7 +235,7 @@ class LandQueue:
         now = time.monotonic()
         return rec.LandRefused(
             agent=entry.agent, session=entry.session, job=entry.job, branch=entry.branch, target=entry.short_target,
-            verdict=refusal.verdict, reason=refusal.reason, base=refusal.details.get("base", ""),
+            verdict=refusal.verdict, reason=refusal.reason, head=entry.head, base=refusal.details.get("base", ""),
             conflicts=refusal.details.get("conflicts", []), failed=refusal.details.get("failed", []),
             waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
         )
@@ -296,7 +296,7 @@ class LandQueue:
     def _landed(self, entry: Entry, common: dict, base: str, commit: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
         now = time.monotonic()
         return rec.LandLanded(
-            **common, commit=commit, base=base, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
+            **common, commit=commit, base=base, head=entry.head, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
             waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
         )
 

@@ -94,6 +94,8 @@ class VerifyOutcome(msgspec.Struct, frozen=True):
 
 
 PASSED_TREES_KEPT = 32  # per agent: the contents its newest passing verify runs ran on
+LANDED_HEADS_KEPT = 4096  # branch commits known to have landed (the [land] required gate asks)
+REPORTED_KEPT = 64  # per agent and turn: states its stops already reported
 
 
 class SnapshotAgent(msgspec.Struct, frozen=True):
@@ -158,6 +160,9 @@ class Snapshot(msgspec.Struct, frozen=True):
     taken: float = 0.0  # wall-clock time it was taken (0: unknown), so shown ages count downtime
     passed_trees: dict[str, dict[str, str]] = {}
     turn_trees: dict[str, str] = {}
+    landed_heads: dict[str, str] = {}
+    turn_reported: dict[str, dict[str, str]] = {}
+    open_landings: dict[str, tuple[str, str]] = {}
 
 
 SNAPSHOT_FORMAT = 1
@@ -193,6 +198,14 @@ class Registry:
     # verify on content that already passed answers from here; so do done and Stop.
     passed_trees: dict[str, dict[str, str]] = field(default_factory=dict)
     turn_trees: dict[str, str] = field(default_factory=dict)  # agent -> content its turn started from
+    # The turn-end gate under [land] required (landgate.py): branch commits that landed
+    # (head -> the integration commit, newest last, bounded), and per agent what this
+    # turn's stops already reported to it (key -> reason): a stop blocked on
+    # uncommitted content ("tree ID"), a refused landing ("refused HEAD").  Reported
+    # once, a state lets the turn end: the gate never traps the model.
+    landed_heads: dict[str, str] = field(default_factory=dict)
+    turn_reported: dict[str, dict[str, str]] = field(default_factory=dict)
+    open_landings: dict[str, tuple[str, str]] = field(default_factory=dict)  # job -> (agent, head), not decided
     expiring: dict[int, ClaimEntry] = field(default_factory=dict)  # entries with a TTL, by id()
     exclusive_count: Counter = field(default_factory=Counter)  # agent -> exclusive entries
     # Released paths whose commits have not reached the integration branch (mergeholds.py).
@@ -257,6 +270,9 @@ class Registry:
             edit_batches=list(self.edit_batches),
             passed_trees={agent: dict(trees) for agent, trees in self.passed_trees.items()},
             turn_trees=dict(self.turn_trees),
+            landed_heads=dict(self.landed_heads),
+            turn_reported={agent: dict(keys) for agent, keys in self.turn_reported.items()},
+            open_landings=dict(self.open_landings),
             merge_holds=[
                 SnapshotMergeHold(h.path.text, h.holder, h.branch, list(h.commits), h.target)
                 for h in self.merge_holds_by_path.values()
@@ -285,6 +301,9 @@ class Registry:
             edit_batches=dict.fromkeys(snap.edit_batches, now),
             passed_trees={agent: dict(trees) for agent, trees in snap.passed_trees.items()},
             turn_trees=dict(snap.turn_trees),
+            landed_heads=dict(snap.landed_heads),
+            turn_reported={agent: dict(keys) for agent, keys in snap.turn_reported.items()},
+            open_landings={job: tuple(landing) for job, landing in snap.open_landings.items()},
         )
         for a in snap.agents:
             seen = now - a.seen_ago - downtime if timed else now
@@ -343,6 +362,7 @@ class Registry:
                 self._verify_finished(record)
             case rec.TurnStarted():
                 self.failing_rounds.pop(record.agent, None)
+                self.turn_reported.pop(record.agent, None)
                 if isinstance(record.tree, str) and record.tree:
                     self.turn_trees[record.agent] = record.tree
             case rec.RuleDecided():
@@ -356,6 +376,23 @@ class Registry:
                 self._paused(record, now)
             case rec.CoordinatorStarted():
                 self._started(record)
+            case rec.LandQueued():
+                if record.agent:
+                    self.open_landings[record.job] = (record.agent, record.head)
+            case rec.LandLanded():
+                self.open_landings.pop(record.job, None)
+                if record.head:
+                    self.landed_heads.pop(record.head, None)
+                    self.landed_heads[record.head] = record.commit
+                    while len(self.landed_heads) > LANDED_HEADS_KEPT:
+                        del self.landed_heads[next(iter(self.landed_heads))]
+            case rec.LandRefused():
+                self.open_landings.pop(record.job, None)
+                if record.agent and record.head:
+                    self.report(record.agent, f"refused {record.head}", f"{record.verdict}: {record.reason}")
+            case rec.StopDecided():
+                if record.verdict == "block" and record.tree:
+                    self.report(record.agent, f"tree {record.tree}", record.reason)
             case rec.MergeHeld():
                 for path, commits in record.paths.items():
                     self._add_merge_hold(MergeHold(Pattern.parse(path), record.agent, record.branch, tuple(commits), record.target))
@@ -506,6 +543,20 @@ class Registry:
         """The job id of a verify run of ``agent`` that has not finished, if any."""
         return next((job for job, (name, _) in self.verify_marks.items() if name == agent), None)
 
+    def report(self, agent: str, key: str, reason: str) -> None:
+        keys = self.turn_reported.setdefault(agent, {})
+        keys[key] = reason
+        while len(keys) > REPORTED_KEPT:
+            del keys[next(iter(keys))]
+
+    def open_landing(self, agent: str, head: str) -> str | None:
+        """The job of ``agent``'s landing of ``head`` not yet decided, if any."""
+        return next((job for job, landing in self.open_landings.items() if landing == (agent, head)), None)
+
+    def reported(self, agent: str, key: str) -> str | None:
+        """What this turn's stops already told ``agent`` about ``key``, if anything."""
+        return self.turn_reported.get(agent, {}).get(key)
+
     def passed_on(self, agent: str, tree: str) -> str | None:
         """The verify run of ``agent`` that passed on content ``tree``, if any."""
         return self.passed_trees.get(agent, {}).get(tree) if tree else None
@@ -561,5 +612,6 @@ STATE_KINDS = frozenset(
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
         rec.RuleDecided, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,
+        rec.LandQueued, rec.LandLanded, rec.LandRefused, rec.StopDecided,
     )
 )  # fmt: skip

@@ -328,6 +328,7 @@ class LandLanded(_Land, frozen=True, kw_only=True):
 
     commit: str
     base: str
+    head: str = ""  # the branch's commit that landed (the turn-end gate under [land] required asks)
     changed: list[str] = []  # files the landing changed on the integration branch
     commits: list[str] = []  # the branch's commits that reached it (newest first, bounded)
     waited: float = 0.0
@@ -341,6 +342,7 @@ class LandRefused(_Land, frozen=True, kw_only=True):
 
     verdict: str  # "conflict" | "failed" | "stale" | "blocked"
     reason: str
+    head: str = ""  # the branch's commit that was refused
     base: str = ""
     conflicts: list[dict[str, Any]] = []  # files, hunks, the integration commits met
     failed: list[str] = []  # the failing checks
@@ -429,11 +431,13 @@ class TurnStarted(Record, frozen=True, kw_only=True):
 
 class StopDecided(Record, frozen=True, kw_only=True):
     """The turn-end gate let a turn end without running verify, or let it end failing
-    (the repair-loop bound was reached: ``reason`` carries the failure report)."""
+    (the repair-loop bound was reached: ``reason`` carries the failure report); under
+    ``[land] required`` also: blocked a stop on uncommitted changes (``tree``: reported
+    once a turn), or let the turn end landed, or with its landing refused."""
 
     KIND: ClassVar[str] = "stop.decided"
 
-    verdict: str  # "allow" (no run needed) | "escalate" (the turn ends failing)
+    verdict: str  # "allow" (no run needed) | "escalate" (the turn ends failing) | "block" (uncommitted changes)
     reason: str
     tree: str = ""
     job: str = ""  # the verify run whose result stands, if any

@@ -17,7 +17,7 @@ cannot say (a rule's parameters depend on its response, names must be unique, a 
 
 Tables (all optional; docs/config.md documents each key, type and default):
 
-``[coordinator]``, ``[verify]``
+``[coordinator]``, ``[verify]``, ``[land]``
     the coordinator's settings: ``probes.settings``.
 ``[checks.NAME]``
     the project's verify suite (``probes.suite``), one table per check, run in file order.  With no
@@ -52,13 +52,19 @@ from probes.schema import (
     Text,
     duration_problem,
 )
-from probes.settings import MODES, VERIFY_POLICIES, CoordinatorConfig, VerifyConfig
+from probes.settings import (
+    MODES,
+    VERIFY_POLICIES,
+    CoordinatorConfig,
+    LandConfig,
+    VerifyConfig,
+)
 from probes.suite import DEFAULT_CHECK_TIMEOUT, Check, CheckTable, detect_suite
 from probes.tomlfile import ConfigError, decode
 
 __all__ = [
     "CONFIG_FILENAME", "DEFAULT_CHECK_TIMEOUT", "MODES", "VERIFY_POLICIES", "PROBE_KINDS", "RESPONSE_ACTIONS", "KNOWN_FINDINGS",
-    "Check", "Config", "ConfigError", "CoordinatorConfig", "Probe", "Rule", "VerifyConfig",
+    "Check", "Config", "ConfigError", "CoordinatorConfig", "LandConfig", "Probe", "Rule", "VerifyConfig",
     "detect_suite", "load_config", "parse_config", "parse_duration", "probe_from_table", "probe_table",
 ]
 
@@ -170,6 +176,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     source: str = CONFIG_FILENAME
     coordinator: CoordinatorConfig = CoordinatorConfig()
     verify: VerifyConfig = VerifyConfig()
+    land: LandConfig = LandConfig()
     checks: tuple[Check, ...] = ()
     suite_detected: bool = False  # checks came from detect_suite, not from the file
     probes: tuple[Probe, ...] = ()
@@ -314,6 +321,7 @@ def _config_file() -> type:
         [
             ("coordinator", CoordinatorConfig, CoordinatorConfig()),
             ("verify", VerifyConfig, VerifyConfig()),
+            ("land", LandConfig, LandConfig()),
             # None: no `checks` key, so the suite is detected; {} turns detection off.
             ("checks", Union[dict[str, CheckTable], None], None),
             ("probe", list[probe_tables()], []),
@@ -383,6 +391,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
         source=source,
         coordinator=file.coordinator,
         verify=file.verify,
+        land=file.land,
         checks=checks,
         suite_detected=file.checks is None,
         probes=tuple(probes),

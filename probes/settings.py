@@ -1,5 +1,5 @@
-"""The coordinator's settings: one schema for the ``serve`` flags, ``[coordinator]`` and
-``[verify]`` in ``lockstep.toml``, the defaults and the documentation table.
+"""The coordinator's settings: one schema for the ``serve`` flags, ``[coordinator]``,
+``[verify]`` and ``[land]`` in ``lockstep.toml``, the defaults and the documentation table.
 
 Each setting is one annotated field below: its type and range (checked when the file or
 the flags are decoded), its default, its meaning, and the ``serve`` flag that sets it,
@@ -104,16 +104,28 @@ class VerifyConfig(Table):
     )] = {}
 
 
-# The [verify] keys as the coordinator's flat Settings names them.
+class LandConfig(Table):
+    """``[land]``: how work reaches the integration branch (``lockstep land``)."""
+
+    required: Annotated[bool, setting(
+        "the turn-end gate requires a landing instead of a passing verify: a turn ends only when the "
+        "agent's branch, at its current commit, has landed on the integration branch (the Stop hook lands "
+        "it through the merge queue), or the landing's refusal was reported back to the agent; "
+        "uncommitted changes block the stop once, asking for a commit",
+    )] = False
+
+
+# The [verify] and [land] keys as the coordinator's flat Settings names them.
 VERIFY_SETTING_NAMES = {
     "policy": "verify_policy", "max_repair_loops": "max_repair_loops", "turn_gate": "turn_gate", "venv": "verify_venv", "env": "verify_env",
 }
+LAND_SETTING_NAMES = {"required": "land_required"}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):
     """One setting as the flags and the docs see it."""
 
-    table: str  # "coordinator" or "verify"
+    table: str  # "coordinator", "verify" or "land"
     key: str  # its key in that table
     name: str  # its name in the coordinator's Settings
     type: Any  # the annotation (for msgspec)
@@ -153,11 +165,12 @@ class SettingInfo(msgspec.Struct, frozen=True):
 
 
 def settings() -> tuple[SettingInfo, ...]:
-    """Every setting of ``[coordinator]`` then ``[verify]``, in declaration order."""
+    """Every setting of ``[coordinator]``, ``[verify]``, then ``[land]``, in declaration order."""
     import msgspec.inspect  # the type walk is only for flags and docs, not for decoding
 
     found: list[SettingInfo] = []
-    for table, struct, rename in (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES)):
+    tables = (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES), ("land", LandConfig, LAND_SETTING_NAMES))
+    for table, struct, rename in tables:
         annotations = {f.name: f.type for f in msgspec.structs.fields(struct)}
         for field in msgspec.inspect.type_info(struct).fields:
             info = field.type
@@ -196,7 +209,7 @@ def settings_table() -> str:
 
 
 def config_table(table: str) -> str:
-    """The Markdown table of ``[coordinator]`` or ``[verify]`` in docs/config.md."""
+    """The Markdown table of ``[coordinator]``, ``[verify]`` or ``[land]`` in docs/config.md."""
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for s in settings():
         if s.table == table:

@@ -198,6 +198,11 @@ class Verify(Request, frozen=True, kw_only=True, tag="verify"):
     venv: str = ""  # VIRTUAL_ENV of the shell that asked: checks use it (probes.environment)
     tree: str = ""  # the content id of the worktree (protocol.content): a pass on it answers at once
     turn_end: bool = False  # asked by a Stop hook: the turn-end gate decides (see docs/protocol.md)
+    # With turn_end, for the gate under [land] required: the worktree's branch and commit,
+    # and its commit's tree (``tree`` differing from it: uncommitted changes).
+    branch: str = ""
+    head: str = ""
+    head_tree: str = ""
 
 
 class Done(Request, frozen=True, kw_only=True, tag="done"):

@@ -20,6 +20,7 @@ from .conftest import (
     status,
     wait_until,
 )
+from .test_turns import CLAUDE_AGENT, _answer, _fixture, _hook
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 CALC = "def add(a, b):\n    return a + b\n"
@@ -41,9 +42,9 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def land_repo(tmp_path: Path, gate: Path | None = None) -> Repo:
-    """main with a tiny library, its pytest suite and [checks]; worktrees wt-bob and
-    wt-alice on their own branches, both at main."""
+def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False) -> Repo:
+    """main with a tiny library, its pytest suite and [checks] (and ``[land] required``);
+    worktrees wt-bob and wt-alice on their own branches, both at main."""
     repo = make_repo(tmp_path / "repo")
     (repo.root / "calc.py").write_text(CALC)
     (repo.root / "tests").mkdir()
@@ -52,6 +53,8 @@ def land_repo(tmp_path: Path, gate: Path | None = None) -> Repo:
     if gate is not None:
         (repo.root / "gate.py").write_text(GATE)
         checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
+    if required:
+        checks += "\n[land]\nrequired = true\n"
     (repo.root / "lockstep.toml").write_text(checks)
     git(repo.root, "add", ".")
     git(repo.root, "commit", "-qm", "a library and its tests")
@@ -325,3 +328,86 @@ def test_the_mcp_tool_land_lands_and_reports_a_refusal_as_an_error(lrepo, coordi
     landed = json.loads(replies[2]["content"][0]["text"])
     assert not replies[2]["isError"] and landed["verdict"] == "landed" and landed["commit"] == main_tip(repo)
     assert replies[3]["isError"] and "no-such" in json.loads(replies[3]["content"][0]["text"])["error"]["message"]
+
+
+# ---------------------------------------------------------------- [land] required: the turn-end gate
+
+
+def _stop(client: str, worktree: Path, **changes) -> dict:
+    """The client's real Stop payload, through the real `lockstep hook CLIENT`."""
+    return _answer(_hook(client, _fixture(client, "stop.json", worktree, **changes), worktree))
+
+
+def _prompt(client: str, worktree: Path) -> None:
+    assert _answer(_hook(client, _fixture(client, "user_prompt_submit.json", worktree), worktree)) == {}
+
+
+def test_with_land_required_a_turn_ends_only_once_its_commit_landed_or_was_refused_and_reported(tmp_path, coordinator_in):
+    repo = land_repo(tmp_path, required=True)
+    coordinator_in(repo, *FAST)
+    bob = repo.other
+    _prompt("claude", bob)
+    # uncommitted changes: blocked once, asking for a commit; nothing queued, main untouched
+    before = main_tip(repo)
+    (bob / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (bob / "new.py").write_text("x = 1\n")
+    first = _stop("claude", bob)
+    assert first["decision"] == "block", first
+    assert "uncommitted changes" in first["reason"] and "git add -A && git commit" in first["reason"]
+    assert "calc.py" in first["reason"] and "new.py" in first["reason"]
+    assert not land_events(repo) and main_tip(repo) == before
+    # stopping again on the same content: it was told; the turn ends, visibly not landed
+    again = _stop("claude", bob, stop_hook_active=True)
+    assert "decision" not in again and "uncommitted changes" in again["systemMessage"] and "not landed" in again["systemMessage"]
+    # a new turn; the broken change committed: the stop lands it, the checks fail on the merged tree
+    _prompt("claude", bob)
+    git(bob, "add", "-A")
+    git(bob, "commit", "-qm", "broken")
+    failed = _stop("claude", bob)
+    assert failed["decision"] == "block", failed
+    reason = failed["reason"]
+    assert "refused: failed" in reason and reason.index("── test") < reason.index("Fix it on your branch")
+    assert "assert" in reason and main_tip(repo) == before  # errors-first output; main untouched
+    refused = [e for e in land_events(repo) if e["kind"] == "land.refused"]
+    assert len(refused) == 1 and refused[0]["agent"] == CLAUDE_AGENT and refused[0]["data"]["head"] == git(bob, "rev-parse", "HEAD")
+    # stopping again on that same commit: the refusal was reported; the turn ends, nothing re-runs
+    told = _stop("claude", bob, stop_hook_active=True)
+    assert "decision" not in told and "refusal reported" in told["systemMessage"]
+    assert sum(e["kind"] == "land.queued" for e in land_events(repo)) == 1
+    # the fix committed: the stop lands it and the turn ends; main and its checkout moved
+    head = commit(bob, "calc.py", CALC, "fixed")
+    landed = _stop("claude", bob)
+    assert "decision" not in landed and "landed on main" in landed["systemMessage"], landed
+    tip = main_tip(repo)
+    assert tip != before and git(repo.root, "rev-parse", f"{tip}^2") == head
+    assert (repo.root / "new.py").exists() and git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
+    # nothing new since: the turn ends at once, from the ledger, no landing queued
+    assert _stop("claude", bob) == {}
+    assert sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2
+    decided = [json.loads(line)["data"] for line in cli("ledger", "tail", "-n", "50", "--kind", "stop.decided", "--json", cwd=repo.root).out.splitlines()]
+    assert [d["verdict"] for d in decided] == ["block", "escalate", "escalate", "allow"]
+
+
+def test_with_land_required_a_conflicting_stop_is_blocked_with_the_hunks_and_the_other_agent(tmp_path, coordinator_in):
+    repo = land_repo(tmp_path, required=True)
+    coordinator_in(repo, *FAST)
+    bob = repo.other
+    commit(alice(repo), "calc.py", "def add(a, b):\n    return b + a\n", "commutative")
+    assert land(alice(repo), "alice").rc == 0
+    before = main_tip(repo)
+    _prompt("codex", bob)
+    commit(bob, "calc.py", "def add(a, b):\n    return a+b  # bob\n", "bob's style")
+    blocked = _stop("codex", bob)
+    assert blocked["decision"] == "block", blocked
+    reason = blocked["reason"]
+    assert "refused: conflict" in reason and "alice" in reason and "── calc.py (content)" in reason
+    assert "main|     return b + a" in reason and "wt-bob|     return a+b  # bob" in reason
+    assert main_tip(repo) == before  # untouched
+    # bob merges main, resolves and commits: the next stop lands it
+    done = subprocess.run(["git", "merge", "-q", "main"], cwd=bob, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0  # the conflict, in bob's own worktree
+    (bob / "calc.py").write_text("def add(a, b):\n    return b + a  # bob\n")
+    git(bob, "add", "calc.py")
+    git(bob, "commit", "-qm", "merge main")
+    assert "landed on main" in _stop("codex", bob)["systemMessage"]
+    assert "# bob" in (repo.root / "calc.py").read_text()

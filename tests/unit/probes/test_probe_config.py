@@ -21,6 +21,7 @@ from probes.config import (
     Config,
     ConfigError,
     CoordinatorConfig,
+    LandConfig,
     Probe,
     VerifyConfig,
     detect_suite,
@@ -436,7 +437,7 @@ def test_docs_example_parses():
 
 def test_docs_mention_every_key_and_value():
     text = DOCS.read_text()
-    keys = set(CoordinatorConfig.__struct_fields__) | set(VerifyConfig.__struct_fields__)
+    keys = set(CoordinatorConfig.__struct_fields__) | set(VerifyConfig.__struct_fields__) | set(LandConfig.__struct_fields__)
     keys |= {"cmd", "timeout", "autofix", "cwd", "name", "kind", "every", "finding", "probe",
              "min_failing", "response"}
     keys |= {param for params in PROBE_PARAMS.values() for param in params}

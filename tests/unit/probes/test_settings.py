@@ -10,6 +10,7 @@ import pytest
 
 from probes.settings import (
     CoordinatorConfig,
+    LandConfig,
     VerifyConfig,
     config_table,
     settings,
@@ -26,7 +27,7 @@ def test_the_readme_table_is_the_schema():
     assert settings_table() in section, "regenerate the README table: probes.settings.settings_table()"
 
 
-@pytest.mark.parametrize("table", ["coordinator", "verify"])
+@pytest.mark.parametrize("table", ["coordinator", "verify", "land"])
 def test_the_config_docs_tables_are_the_schema(table):
     docs = (ROOT / "docs" / "config.md").read_text()
     section = docs.split(f"## `[{table}]`", 1)[1].split("\n## ", 1)[0]
@@ -37,10 +38,12 @@ def test_every_setting_is_documented_and_defaults_come_from_the_structs():
     found = {(s.table, s.key): s for s in settings()}
     assert set(found) == {("coordinator", k) for k in CoordinatorConfig.__struct_fields__} | {
         ("verify", k) for k in VerifyConfig.__struct_fields__
-    }
+    } | {("land", k) for k in LandConfig.__struct_fields__}
     assert all(s.meaning for s in found.values())
     assert found["coordinator", "heartbeat"].default == CoordinatorConfig().heartbeat
     assert found["verify", "policy"].default == VerifyConfig().policy
+    assert found["land", "required"].default is LandConfig().required is False
+    assert found["land", "required"].name == "land_required"
 
 
 def test_serve_flags_are_generated_from_the_schema():
