@@ -275,6 +275,8 @@ def test_a_dirty_checkout_of_main_blocks_the_landing_and_nothing_moves(lrepo, co
     result = land(repo.other, "bob")
     assert result.rc == 1 and result.json["verdict"] == "blocked", result
     assert "local changes (calc.py)" in result.json["reason"] and main_tip(repo) == before
+    assert (repo.root / "calc.py").read_text() == CALC + "# half-done\n"  # the local change is kept as it was
+    assert not (repo.root / "b.txt").exists()
 
 
 def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
@@ -298,6 +300,10 @@ def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
             end_process(proc)
     assert [d["verdict"] for d in landed] == ["landed", "landed"], landed
     assert landed[1]["base"] == landed[0]["commit"]
+    # the same jobs the clients followed; alice's verify, cut short by the restart, ran again
+    assert kinds_of(repo, landed[0]["job"]) == [
+        "land.queued", "land.preflight", "land.verifying", "land.preflight", "land.verifying", "land.landed",
+    ]
     done = [e["agent"] for e in land_events(repo) if e["kind"] == "land.landed"]
     assert done == ["alice", "bob"]
     assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
