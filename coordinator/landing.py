@@ -24,6 +24,16 @@ Per integration branch one landing runs at a time, first in, first out:
    clean (``git read-tree -m -u OLD NEW``); with local changes the landing is refused
    (``blocked``) before anything moves.
 
+**Batches** (``[land] batch = N``): a round takes up to N landings from the head of
+the queue and merges them in memory one onto the other, in order (a landing that merges
+onto the integration branch but not onto a batch mate waits for the next round); one
+verify runs on the last merge commit.  A pass moves the branch to it: every landing of
+the batch lands at once, each as the merge commit that brought it.  A failure bisects
+the chain of merge commits for the first one that fails (a prefix that passes was
+verified, so the branch may move to it): the landing that broke it is refused
+``failed``, those before it land, those after it go round again, still first in the
+queue.  N = 1 is the one-at-a-time queue above.
+
 Every stage is a ledger record (``land.queued``, ``land.preflight``,
 ``land.verifying``, ``land.requeued``, ``land.landed`` / ``land.refused``) and a
 publication; a coordinator restarted mid-queue reads the landings queued and not
@@ -78,6 +88,8 @@ class Entry:
     venv: str = ""
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
+    attempts: int = 0  # rounds it went through the pre-flight
+    lost: int = 0  # compare-and-swaps it lost (the integration branch moved under it)
     landing: m.Landing | None = None
     view: Any = None  # the JobView its check results stream into
 
@@ -200,24 +212,28 @@ class LandQueue:
                 self._wake[target] = trio.Event()
                 await self._wake[target].wait()
                 continue
-            entry = queue[0]
+            batch = queue[: max(1, self._core.settings.land_batch)]
+            for entry in batch:
+                entry.started_at = entry.started_at or time.monotonic()
             try:
-                await self._run(entry)
-            finally:
-                queue.pop(0)
-                self._forget_old()
+                decided = await self._land_batch(batch)
+            except Refusal as refusal:
+                decided = {e.job: (self._refused(e, refusal), refusal.details.get("results", [])) for e in batch}
+            except (GitFailed, ProbeError, PeerError, UsageError, OSError) as exc:
+                refusal = Refusal("blocked", f"could not land: {getattr(exc, 'message', None) or exc}")
+                decided = {e.job: (self._refused(e, refusal), []) for e in batch}
+            except Exception as exc:  # a bug in one landing must not stop the queue
+                log.exception("landing %s crashed", ", ".join(e.job for e in batch))
+                refusal = Refusal("blocked", f"internal error landing it: {exc!r} (see coordinator.log)")
+                decided = {e.job: (self._refused(e, refusal), []) for e in batch}
+            for entry in batch:
+                if entry.job in decided:
+                    record, results = decided[entry.job]
+                    queue.remove(entry)
+                    await self._finish(entry, record, results)
+            self._forget_old()
 
-    async def _run(self, entry: Entry) -> None:
-        entry.started_at = time.monotonic()
-        try:
-            record, results = await self._land(entry)
-        except Refusal as refusal:
-            record, results = self._refused(entry, refusal), refusal.details.get("results", [])
-        except (GitFailed, ProbeError, PeerError, UsageError, OSError) as exc:
-            record, results = self._refused(entry, Refusal("blocked", f"could not land: {getattr(exc, 'message', None) or exc}")), []
-        except Exception as exc:  # a bug in one landing must not stop the queue
-            log.exception("landing %s crashed", entry.job)
-            record, results = self._refused(entry, Refusal("blocked", f"internal error landing it: {exc!r} (see coordinator.log)")), []
+    async def _finish(self, entry: Entry, record: rec.LandLanded | rec.LandRefused, results: list[dict]) -> None:
         landed = isinstance(record, rec.LandLanded)
         entry.landing = msgspec.structs.replace(
             self.describe(entry), stage="finished", verdict="landed" if landed else record.verdict, reason=self._reason(record),
@@ -228,6 +244,7 @@ class LandQueue:
         if landed:
             self._remember(entry.agent or "", [record.commit, *record.commits])
         gate = m.Gate(subject="land", verdict="pass" if landed else "fail", reason=entry.landing.reason, job=entry.job, agent=entry.agent, results=results)
+        entry.view.results = list(results)
         entry.view.gate = gate
         await self._apply(lambda now: self._core.land_finished(record, gate, now))
 
@@ -253,50 +270,115 @@ class LandQueue:
     def _stage(self, entry: Entry, stage: str, **fields: Any) -> None:
         entry.landing = msgspec.structs.replace(entry.landing, stage=stage, **fields)
 
-    async def _land(self, entry: Entry) -> tuple[rec.LandLanded, list[dict]]:
+    @staticmethod
+    def _common(entry: Entry) -> dict:
+        return dict(agent=entry.agent, session=entry.session, job=entry.job, branch=entry.branch, target=entry.short_target)
+
+    async def _land_batch(self, batch: list[Entry]) -> dict[str, tuple[rec.LandLanded | rec.LandRefused, list[dict]]]:
+        """One round of the queue for its first ``len(batch)`` landings (``[land]
+        batch``; 1: one at a time): the verdicts decided, by job.  Those not decided
+        (a lost compare-and-swap, a batch mate that failed or conflicts) stay first in
+        the queue for the next round; the first landing of a round is always decided
+        unless the integration branch moved under it."""
         git = self._git
         if git is None:
             raise Refusal("blocked", "the coordinator does not serve a git repository")
-        common = dict(agent=entry.agent, session=entry.session, job=entry.job, branch=entry.branch, target=entry.short_target)
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            self._stage(entry, "preflight", attempts=attempt)
+        decided: dict[str, tuple[rec.LandLanded | rec.LandRefused, list[dict]]] = {}
+        target = batch[0]
+        base = await git.resolve(target.target)
+        if base is None:
+            raise Refusal("blocked", f"the integration branch {target.short_target} does not exist")
+        # Pre-flight: merged in memory, one onto the other, in queue order.
+        chain: list[tuple[Entry, str]] = []  # (landing, the merge commit that brings it)
+        tip = base
+        for entry in batch:
+            if entry.lost >= MAX_ATTEMPTS:
+                why = f"{entry.short_target} moved under the landing {MAX_ATTEMPTS} times in a row: land it again when it is quieter"
+                decided[entry.job] = (self._refused(entry, Refusal("blocked", why)), [])
+                continue
+            entry.attempts += 1
+            self._stage(entry, "preflight", attempts=entry.attempts)
             now_head = await git.resolve(entry.branch)
             if now_head != entry.head:
                 moved = f"moved to {now_head[:10]}" if now_head else "was deleted"
-                raise Refusal("stale", f"{entry.short_branch} {moved} after it was queued at {entry.head[:10]}: land it again")
-            base = await git.resolve(entry.target)
-            if base is None:
-                raise Refusal("blocked", f"the integration branch {entry.short_target} does not exist")
-            await self._note(rec.LandPreflight(**common, base=base, attempt=attempt))
+                why = f"{entry.short_branch} {moved} after it was queued at {entry.head[:10]}: land it again"
+                decided[entry.job] = (self._refused(entry, Refusal("stale", why)), [])
+                continue
+            await self._note(rec.LandPreflight(**self._common(entry), base=base, attempt=entry.attempts))
             self._stage(entry, "preflight", base=base)
             if await git.is_ancestor(entry.head, base):  # already there (e.g. landed before a restart)
-                return self._landed(entry, common, base, base, [], []), []
-            checkout = self._checkout_of(entry.target)
-            await self._refuse_dirty(checkout, entry)
-            candidate = await self._merged(entry, base)
-            results = await self._verify(entry, common, base, candidate)
-            await self._refuse_dirty(checkout, entry)
-            self._stage(entry, "landing")
-            if not await git.compare_and_swap(entry.target, candidate, base, f"lockstep land {entry.short_branch} (job {entry.job})"):
-                reason = f"{entry.short_target} moved during the landing (no longer at {base[:10]}): merging again"
-                await self._note(rec.LandRequeued(**common, reason=reason, attempt=attempt))
+                decided[entry.job] = (self._landed(entry, base, base, base, [], []), [])
                 continue
-            if checkout is not None:
-                why = await git.move_checkout(checkout, base, candidate)
-                if why is not None:  # someone edited it since the check: put the branch back
-                    await git.compare_and_swap(entry.target, base, candidate, "lockstep land: undone, the checkout could not follow")
-                    raise Refusal("blocked", f"{entry.short_target} is checked out in {checkout}, which could not move with it ({why}); {entry.short_target} was left at {base[:10]}", base=base)
-            changed = await git.changed(base, candidate)
-            commits = await git.commits_between(base, candidate)
-            if self._refs is not None:
-                await self._refs.sync()  # the core frees claims: released paths must not look unmerged
-            return self._landed(entry, common, base, candidate, changed, commits), results
-        raise Refusal("blocked", f"{entry.short_target} moved under the landing {MAX_ATTEMPTS} times in a row: land it again when it is quieter")
+            try:
+                commit = await self._merged(entry, base, tip)
+            except Refusal as refusal:
+                if tip == base:
+                    decided[entry.job] = (self._refused(entry, refusal), [])
+                # else it merges onto the integration branch but not onto a batch mate:
+                # it waits for the next round, when the mate has landed (or not)
+                continue
+            chain.append((entry, commit))
+            tip = commit
+        if not chain:
+            return decided
+        checkout = self._checkout_of(target.target)
+        if (dirty := await self._dirty(checkout, target)) is not None:
+            return decided | {e.job: (self._refused(e, dirty), []) for e, _ in chain}
+        # Verify the whole chain; on a failure, bisect for the first landing that breaks it.
+        good, good_results = 0, []
+        bad, bad_results, bad_refusal = len(chain), *await self._verify(chain, base)
+        if bad_refusal is None:
+            good, good_results = bad, bad_results
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            results, refusal = await self._verify(chain[:middle], base)
+            if refusal is None:
+                good, good_results = middle, results
+            else:
+                bad, bad_results, bad_refusal = middle, results, refusal
+        if bad_refusal is not None:
+            culprit = chain[bad - 1][0]
+            decided[culprit.job] = (self._refused(culprit, bad_refusal), bad_results)
+        if good == 0:
+            return decided
+        landing = chain[:good]
+        new = landing[-1][1]
+        if (dirty := await self._dirty(checkout, target)) is not None:
+            return decided | {e.job: (self._refused(e, dirty), []) for e, _ in landing}
+        for entry, _ in landing:
+            self._stage(entry, "landing")
+        jobs = ", ".join(e.job for e, _ in landing)
+        if not await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})"):
+            reason = f"{target.short_target} moved during the landing (no longer at {base[:10]}): merging again"
+            for entry, _ in landing:
+                entry.lost += 1
+                await self._note(rec.LandRequeued(**self._common(entry), reason=reason, attempt=entry.attempts))
+            return decided
+        if checkout is not None:
+            why = await git.move_checkout(checkout, base, new)
+            if why is not None:  # someone edited it since the check: put the branch back
+                await git.compare_and_swap(target.target, base, new, "lockstep land: undone, the checkout could not follow")
+                refusal = Refusal(
+                    "blocked", f"{target.short_target} is checked out in {checkout}, which could not move with it ({why}); "
+                    f"{target.short_target} was left at {base[:10]}", base=base,
+                )
+                return decided | {e.job: (self._refused(e, refusal), []) for e, _ in landing}
+        if self._refs is not None:
+            await self._refs.sync()  # the core frees claims: released paths must not look unmerged
+        before = base
+        for entry, commit in landing:  # each with what it brought: its files, its commits
+            changed = await git.changed(before, commit)
+            commits = await git.commits_between(before, commit)
+            decided[entry.job] = (self._landed(entry, base, commit, before, changed, commits), good_results)
+            before = commit
+        return decided
 
-    def _landed(self, entry: Entry, common: dict, base: str, commit: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
+    def _landed(self, entry: Entry, base: str, commit: str, parent: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
+        """``entry`` landed: ``target`` moved from ``base``; ``commit`` is the merge
+        commit that brought it (onto ``parent``: ``base``, or a batch mate's)."""
         now = time.monotonic()
         return rec.LandLanded(
-            **common, commit=commit, base=base, head=entry.head, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
+            **self._common(entry), commit=commit, base=base, head=entry.head, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
             waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
         )
 
@@ -310,27 +392,30 @@ class LandQueue:
                 return Path(top)
         return None
 
-    async def _refuse_dirty(self, checkout: Path | None, entry: Entry) -> None:
+    async def _dirty(self, checkout: Path | None, entry: Entry) -> Refusal | None:
         if checkout is None:
-            return
+            return None
         changed = await self._git.local_changes(checkout)
-        if changed:
-            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-            raise Refusal(
-                "blocked",
-                f"{entry.short_target} is checked out in {checkout} with local changes ({shown}); it cannot move "
-                f"without leaving files that disagree with it: commit or discard them there, then land again",
-            )
+        if not changed:
+            return None
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        return Refusal(
+            "blocked",
+            f"{entry.short_target} is checked out in {checkout} with local changes ({shown}); it cannot move "
+            f"without leaving files that disagree with it: commit or discard them there, then land again",
+        )
 
-    async def _merged(self, entry: Entry, base: str) -> str:
+    async def _merged(self, entry: Entry, base: str, onto: str) -> str:
         """The commit to verify and land: always a merge commit (first parent: the
-        integration tip), even where a fast-forward would do, so the integration
-        branch's first-parent history is exactly the commits it was verified at — the
-        branch's own intermediate commits (a broken one, then its fix) never become
-        integration commits."""
+        integration tip, or the batch mate merged before it), even where a fast-forward
+        would do, so the integration branch's first-parent history is made of the
+        queue's merges - the branch's own intermediate commits (a broken one, then its
+        fix) never become integration commits.  A conflict with ``base`` refuses it."""
         git = self._git
-        merged = await git.merge_tree(base, entry.head)
+        merged = await git.merge_tree(onto, entry.head)
         if not merged.clean:
+            if onto != base:
+                raise Refusal("conflict", "conflicts with a landing batched before it")
             conflicts = await self._conflicts(entry, base, merged)
             names = ", ".join(c["path"] for c in conflicts[:5]) + (f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
             who = sorted({c.get("agent") or c.get("author") or "?" for conflict in conflicts for c in conflict["commits"]} - {entry.agent})
@@ -342,7 +427,7 @@ class LandQueue:
                 base=base, conflicts=conflicts,
             )
         message = f"Land {entry.short_branch}" + (f" ({entry.agent})" if entry.agent else "") + f"\n\nlockstep land, job {entry.job}\n"
-        return await git.commit_merge(merged.tree, base, entry.head, message, entry.agent or "lockstep")
+        return await git.commit_merge(merged.tree, onto, entry.head, message, entry.agent or "lockstep")
 
     async def _conflicts(self, entry: Entry, base: str, merged) -> list[dict]:
         git = self._git
@@ -358,29 +443,38 @@ class LandQueue:
             conflicts.append({"path": path, "kind": merged.conflicts[path], "hunks": await git.hunks(merged.tree, path), "commits": commits})
         return conflicts
 
-    async def _verify(self, entry: Entry, common: dict, base: str, candidate: str) -> list[dict]:
+    async def _verify(self, prefix: list[tuple[Entry, str]], base: str) -> tuple[list[dict], Refusal | None]:
+        """Run the checks on the last merge commit of ``prefix`` (every landing in it,
+        merged onto ``base`` in order): the results, failing ones first, and the
+        refusal of the last landing when they fail."""
+        entry, candidate = prefix[-1]
+        lead = prefix[0][0]  # whose job the results stream into while they run
         scratch = self._scratch_root / entry.short_target.replace("/", "_")
         await self._git.checkout_scratch(scratch, candidate)
-        entry.view.results.clear()
+        merged_onto = f"{entry.short_branch} merged onto {entry.short_target}" + (
+            f" after {', '.join(e.short_branch for e, _ in prefix[:-1])} (batched with it)" if len(prefix) > 1 else ""
+        )
+        lead.view.results.clear()
         try:
-            specs = await self._runner.land_specs(entry.view, scratch, entry.venv)
+            specs = await self._runner.land_specs(lead.view, scratch, lead.venv)
         except (ProbeError, ConfigError) as exc:  # no checks, a broken lockstep.toml: nothing verified, nothing lands
-            raise Refusal("failed", f"{exc.message} (in {entry.short_branch} merged onto {entry.short_target})", base=base) from None
-        await self._note(rec.LandVerifying(**common, base=base, candidate=candidate, checks=[s.name for s in specs]))
-        self._stage(entry, "verifying")
-        results: list[ProbeResult] = await self._runner.run_land_checks(entry.view, specs)
+            return [], Refusal("failed", f"{exc.message} (in {merged_onto})", base=base)
+        for member, _ in prefix:
+            await self._note(rec.LandVerifying(**self._common(member), base=base, candidate=candidate, checks=[s.name for s in specs]))
+            self._stage(member, "verifying")
+        results: list[ProbeResult] = await self._runner.run_land_checks(lead.view, specs)
         data = [msgspec.to_builtins(r) for r in results]
         failed = [r for r in data if r.get("verdict") != "pass"]
-        if failed:
-            ordered = failed + [r for r in data if r.get("verdict") == "pass"]
-            names = ", ".join(f"{r['name']} ({r.get('finding') or r.get('reason')})" for r in failed)
-            raise Refusal(
-                "failed",
-                f"{len(failed)} of {len(data)} checks failed on {entry.short_branch} merged onto {entry.short_target} ({base[:10]}): {names}; "
-                "fix them on your branch (merge the integration branch first to reproduce) and land again",
-                base=base, results=ordered, failed=[r["name"] for r in failed],
-            )
-        return data
+        if not failed:
+            return data, None
+        ordered = failed + [r for r in data if r.get("verdict") == "pass"]
+        names = ", ".join(f"{r['name']} ({r.get('finding') or r.get('reason')})" for r in failed)
+        return ordered, Refusal(
+            "failed",
+            f"{len(failed)} of {len(data)} checks failed on {merged_onto} ({base[:10]}): {names}; "
+            "fix them on your branch (merge the integration branch first to reproduce) and land again",
+            base=base, results=ordered, failed=[r["name"] for r in failed],
+        )
 
     # ------------------------------------------------------------------ memory
 

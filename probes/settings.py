@@ -113,13 +113,18 @@ class LandConfig(Table):
         "it through the merge queue), or the landing's refusal was reported back to the agent; "
         "uncommitted changes block the stop once, asking for a commit",
     )] = False
+    batch: Annotated[int, Meta(ge=1, le=64), setting(
+        "landings verified together: up to this many queued branches are merged one onto the other and "
+        "verified in one run; on a failure the batch is bisected for the first landing that breaks it "
+        "(refused), those before it land, those after it go round again; 1: one landing at a time",
+    )] = 1
 
 
 # The [verify] and [land] keys as the coordinator's flat Settings names them.
 VERIFY_SETTING_NAMES = {
     "policy": "verify_policy", "max_repair_loops": "max_repair_loops", "turn_gate": "turn_gate", "venv": "verify_venv", "env": "verify_env",
 }
-LAND_SETTING_NAMES = {"required": "land_required"}
+LAND_SETTING_NAMES = {"required": "land_required", "batch": "land_batch"}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):

@@ -42,7 +42,7 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False) -> Repo:
+def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, batch: int = 1) -> Repo:
     """main with a tiny library, its pytest suite and [checks] (and ``[land] required``);
     worktrees wt-bob and wt-alice on their own branches, both at main."""
     repo = make_repo(tmp_path / "repo")
@@ -53,8 +53,8 @@ def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False) 
     if gate is not None:
         (repo.root / "gate.py").write_text(GATE)
         checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
-    if required:
-        checks += "\n[land]\nrequired = true\n"
+    if required or batch > 1:
+        checks += f"\n[land]\nrequired = {'true' if required else 'false'}\nbatch = {batch}\n"
     (repo.root / "lockstep.toml").write_text(checks)
     git(repo.root, "add", ".")
     git(repo.root, "commit", "-qm", "a library and its tests")
@@ -307,6 +307,79 @@ def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
     done = [e["agent"] for e in land_events(repo) if e["kind"] == "land.landed"]
     assert done == ["alice", "bob"]
     assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
+
+
+def _batched_repo(tmp_path: Path) -> tuple[Repo, Path, dict[str, Path]]:
+    """[land] batch = 3 and four agents' worktrees; the gate holds the first landing."""
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go, batch=3)
+    trees = {"alice": alice(repo), "bob": repo.other}
+    for name in ("carol", "dave"):
+        trees[name] = repo.root.parent / f"wt-{name}"
+        git(repo.root, "worktree", "add", "-q", str(trees[name]))
+    return repo, go, trees
+
+
+def _queue_behind_carol(repo: Repo, go: Path, trees: dict[str, Path], names: list[str]) -> list[dict]:
+    """carol's landing holds the queue in its verify while ``names`` queue behind it, in
+    order; then every landing is let through and followed to its verdict."""
+    procs = [start_land(trees["carol"], "carol")]
+    try:
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="carol verifying")
+        for n, name in enumerate(names, start=2):
+            procs.append(start_land(trees[name], name))
+            wait_until(lambda n=n: sum(e["kind"] == "land.queued" for e in land_events(repo)) == n, timeout=30, what=f"{name} queued")
+        go.write_text("go")
+        return [finish(p) for p in procs]
+    finally:
+        go.write_text("go")
+        for proc in procs:
+            end_process(proc)
+
+
+def _verify_runs(repo: Repo) -> list[tuple[str, list[str]]]:
+    """Each verify run of the queue: (the commit verified, the landings it verified)."""
+    runs: dict[str, list[str]] = {}
+    for event in land_events(repo):
+        if event["kind"] == "land.verifying":
+            runs.setdefault(event["data"]["candidate"], []).append(event["agent"])
+    return list(runs.items())
+
+
+def test_a_batch_of_queued_landings_is_verified_in_one_run(tmp_path, coordinator_in):
+    repo, go, trees = _batched_repo(tmp_path)
+    coordinator_in(repo, *FAST)
+    for name in ("carol", "alice", "dave"):
+        commit(trees[name], f"{name}.txt", f"{name}\n", f"{name}'s file")
+    carol, first, second = _queue_behind_carol(repo, go, trees, ["alice", "dave"])
+    assert [d["verdict"] for d in (carol, first, second)] == ["landed"] * 3
+    tip = main_tip(repo)
+    # alice and dave: one verify run on both merged, one move of main
+    assert _verify_runs(repo) == [(carol["commit"], ["carol"]), (tip, ["alice", "dave"])]
+    assert first["base"] == second["base"] == carol["commit"]
+    assert second["commit"] == tip and first["commit"] == git(repo.root, "rev-parse", f"{tip}^1")
+    assert first["changed"] == ["alice.txt"] and second["changed"] == ["dave.txt"]
+    assert [r["name"] for r in second["results"]] == ["test", "gate"]
+    assert git(repo.root, "rev-list", "--first-parent", "--count", f"{carol['commit']}..main") == "2"
+    assert {"alice.txt", "carol.txt", "dave.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
+
+
+def test_a_failing_batch_is_bisected_the_breaking_landing_refused_the_others_landed(tmp_path, coordinator_in):
+    repo, go, trees = _batched_repo(tmp_path)
+    coordinator_in(repo, *FAST)
+    for name in ("carol", "alice", "dave"):
+        commit(trees[name], f"{name}.txt", f"{name}\n", f"{name}'s file")
+    commit(trees["bob"], "calc.py", "def add(a, b):\n    return a - b\n", "broken")
+    carol, alice_, bob, dave = _queue_behind_carol(repo, go, trees, ["alice", "bob", "dave"])
+    assert [d["verdict"] for d in (carol, alice_, bob, dave)] == ["landed", "landed", "failed", "landed"]
+    assert "batched with it" in bob["reason"] and bob["results"][0]["name"] == "test" and bob["results"][0]["verdict"] != "pass"
+    runs = _verify_runs(repo)
+    # the batch of three fails; bisecting: alice alone passes, alice + bob fails: bob broke it
+    assert [agents for _, agents in runs] == [["carol"], ["alice", "bob", "dave"], ["alice"], ["alice", "bob"], ["dave"]]
+    assert alice_["commit"] == runs[2][0] and dave["commit"] == runs[4][0] == main_tip(repo)
+    assert dave["base"] == alice_["commit"]  # dave went round again, onto what had landed
+    tree = set(git(repo.root, "ls-tree", "--name-only", "main").split())
+    assert {"alice.txt", "carol.txt", "dave.txt"} <= tree and (repo.root / "calc.py").read_text() == CALC
 
 
 def test_bad_input_exits_2(lrepo, coordinator_in):
