@@ -4,6 +4,7 @@
     python bench/bench_land.py                          # 4 agents x 5 tasks, bugs in 20 % of tasks
     python bench/bench_land.py --agents 2 --tasks 2     # a quick look
     python bench/bench_land.py --agents 6 --tasks 4 --suite-seconds 3
+    python bench/bench_land.py --batch 4                # up to 4 queued landings per verify
 
 The workflow of bench_collisions.py, now concurrent and landing through the queue:
 
@@ -24,7 +25,10 @@ The workflow of bench_collisions.py, now concurrent and landing through the queu
   first-parent history since the start is checked out in a fresh worktree and the suite
   run there; every one must pass, and no file on main may hold conflict markers.
 
-Prints: landings, refusals by verdict, the queue's throughput (landings per minute) and
+With ``--batch N`` the repository says ``[land] batch = N``: up to N queued landings are
+merged together and verified in one run, bisected on a failure.
+
+Prints: landings, refusals by verdict, the verify runs the queue made, the queue's throughput (landings per minute) and
 the bound a one-at-a-time queue has (60 / the mean time a landing holds the queue: the
 ratio says how much of the queue's capacity the agents used), the share of the agents'
 wall time spent in ``lockstep land`` and the part of it spent waiting behind other
@@ -82,7 +86,7 @@ def test_the_slow_part():
 '''
 
 
-def make_repo(base: Path, files: int, agents: int, seconds: float) -> tuple[Path, list[Path]]:
+def make_repo(base: Path, files: int, agents: int, seconds: float, batch: int = 1) -> tuple[Path, list[Path]]:
     main = base / "main"
     (main / "src").mkdir(parents=True)
     git(main, "init", "-q", "-b", "main")
@@ -93,7 +97,9 @@ def make_repo(base: Path, files: int, agents: int, seconds: float) -> tuple[Path
         (main / "src" / f"mod{i:03d}.py").write_text(module_text(i))
     (main / "tests").mkdir()
     (main / "tests" / "test_suite.py").write_text(SUITE.format(files=files, seconds=seconds))
-    (main / "lockstep.toml").write_text(f'[checks.tests]\ncmd = "{sys.executable} -m pytest -q -p no:cacheprovider -x tests"\ntimeout = 300\n')
+    (main / "lockstep.toml").write_text(
+        f'[checks.tests]\ncmd = "{sys.executable} -m pytest -q -p no:cacheprovider -x tests"\ntimeout = 300\n\n[land]\nbatch = {batch}\n'
+    )
     git(main, "add", "-A")
     git(main, "commit", "-q", "-m", "init")
     trees = []
@@ -117,6 +123,14 @@ class Coordinator:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("the coordinator did not start")
             time.sleep(0.05)
+
+    def verify_runs(self) -> int:
+        """The queue's verify runs: distinct merge commits it verified (from the ledger)."""
+        tail = subprocess.run(
+            [sys.executable, "-m", "agents.cli", "ledger", "tail", "-n", "100000", "--kind", "land.verifying", "--json"],
+            cwd=self.main, env=self.env, capture_output=True, text=True, timeout=120,
+        )
+        return len({json.loads(line)["data"]["candidate"] for line in tail.stdout.splitlines() if line.strip()})
 
     def stop(self) -> None:
         subprocess.run([sys.executable, "-m", "agents.cli", "stop"], cwd=self.main, env=self.env, capture_output=True, timeout=30)
@@ -243,7 +257,7 @@ def verify_history(main: Path, base: str, tmp: Path) -> tuple[int, int, list[str
 
 def run(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="lockstep-land-") as tmp:
-        main, trees = make_repo(Path(tmp), args.files, args.agents, args.suite_seconds)
+        main, trees = make_repo(Path(tmp), args.files, args.agents, args.suite_seconds, args.batch)
         base = git(main, "rev-parse", "main").stdout.strip()
         coordinator = Coordinator(main)
         logs = [AgentLog(f"w{i + 1}") for i in range(args.agents)]
@@ -260,10 +274,11 @@ def run(args) -> dict:
             for thread in threads:
                 thread.join()
             wall = time.monotonic() - began
+            verify_runs = coordinator.verify_runs()
         finally:
             coordinator.stop()
         commits, green, markers = verify_history(main, base, Path(tmp))
-    return {"logs": logs, "wall": wall, "commits": commits, "green": green, "markers": markers}
+    return {"logs": logs, "wall": wall, "commits": commits, "green": green, "markers": markers, "verify_runs": verify_runs}
 
 
 def main() -> None:
@@ -276,11 +291,12 @@ def main() -> None:
     parser.add_argument("--suite-seconds", type=float, default=2.0, help="the suite's slow test (default 2 s)")
     parser.add_argument("--work", type=float, nargs=2, default=(1.0, 4.0), metavar=("MIN", "MAX"), help="seconds of work per task (default 1 4)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=1, help="[land] batch: landings verified together (default 1: one at a time)")
     args = parser.parse_args()
     print(f"$ python bench/bench_land.py {' '.join(sys.argv[1:])}".rstrip())
     print(
         f"{args.agents} agents x {args.tasks} tasks, {args.files} modules, bugs {args.bugs:.0%}, suite slow test "
-        f"{args.suite_seconds:g}s, work {args.work[0]:g}-{args.work[1]:g}s, seed {args.seed}; "
+        f"{args.suite_seconds:g}s, work {args.work[0]:g}-{args.work[1]:g}s, batch {args.batch}, seed {args.seed}; "
         f"git {git(ROOT, '--version').stdout.split()[-1]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     )
     result = run(args)
@@ -300,8 +316,12 @@ def main() -> None:
     errors = [e for log in logs for e in log.errors]
     print(f"landed {landed} of {args.agents * args.tasks} tasks; refused: {', '.join(f'{v} {n}' for v, n in sorted(refused.items())) or 'none'}; "
           f"wall {wall:.1f}s")
+    attempts = landed + sum(refused.values())
+    print(f"verify runs {result['verify_runs']} for {attempts} landing attempts "
+          f"({attempts / result['verify_runs'] if result['verify_runs'] else 0:.2f} attempts per run)")
     print(f"queue throughput {throughput:.1f} landings/min; a landing held the queue {mean_held:.2f}s on average "
-          f"(one-at-a-time bound {bound:.1f}/min: {throughput / bound if bound else 0:.0%} of it used)")
+          f"(one-at-a-time bound {bound:.1f}/min: {throughput / bound if bound else 0:.0%} of it used"
+          f"{'; a batch holds it for all its landings at once' if args.batch > 1 else ''})")
     print(f"agents' wall time in `lockstep land`: {in_land / agent_wall:.0%}; of it waiting behind other landings: "
           f"{queued / agent_wall:.0%} of wall time")
     print(f"integration branch, checked independently: {result['green']} of {result['commits']} commits green; "

@@ -74,11 +74,12 @@ def _print_conflicts(landing: m.Landing) -> None:
 def land(branch, agent, endpoint, as_json):
     """Land a branch on the integration branch through the coordinator's merge queue.
 
-    One landing at a time per integration branch, in order: the branch is merged in
-    memory (git merge-tree) onto the integration tip, the merged tree is verified with
-    the repository's [checks] in the coordinator's scratch worktree, and only then does
-    the integration branch move (compare-and-swap: a concurrent push is never
-    overwritten; the landing goes round again). Progress goes to stderr. Verdicts:
+    One landing at a time per integration branch, in order (or one batch of them:
+    [land] batch): the branch is merged in memory (git merge-tree) onto the
+    integration tip, the merged tree is verified with the repository's [checks] in
+    the coordinator's scratch worktree, and only then does the integration branch move
+    (compare-and-swap: a concurrent push is never overwritten; the landing goes round
+    again). Progress goes to stderr. Verdicts:
     landed (exit 0; your claims and merge holds on the files it changed are freed),
     conflict (the files, hunks and the integration commits and agents it meets),
     failed (the checks that failed on the merged tree), stale (the branch moved while
