@@ -363,14 +363,17 @@ class LandQueue:
                     f"{target.short_target} was left at {base[:10]}", base=base,
                 )
                 return decided | {e.job: (self._refused(e, refusal), []) for e, _ in landing}
-        if self._refs is not None:
-            await self._refs.sync()  # the core frees claims: released paths must not look unmerged
         before = base
         for entry, commit in landing:  # each with what it brought: its files, its commits
             changed = await git.changed(before, commit)
             commits = await git.commits_between(before, commit)
             decided[entry.job] = (self._landed(entry, base, commit, before, changed, commits), good_results)
             before = commit
+        if self._refs is not None:
+            # Last before the core hears of it (it frees claims: released paths must not
+            # look unmerged); the ref watcher, seeing main move, frees merge holds too
+            # ("merged"), so nothing slow may come between this and the verdict.
+            await self._refs.sync()
         return decided
 
     def _landed(self, entry: Entry, base: str, commit: str, parent: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
