@@ -125,6 +125,11 @@ class LandQueue:
         self._entries: OrderedDict[str, Entry] = OrderedDict()  # job -> entry, queued and decided
         self._agent_of: OrderedDict[str, str] = OrderedDict()  # integration commit -> agent that landed it
         self._nursery: trio.Nursery | None = None
+        # Held from a landing's compare-and-swap until the core has its verdict: the
+        # server's merge-hold settling (the ref watcher saw main move) waits for it, so
+        # a landing's merge holds are freed by the landing, in the same turn.
+        self.moving = trio.Lock()
+        self._holding = False
 
     # ------------------------------------------------------------------ entry points
 
@@ -226,11 +231,14 @@ class LandQueue:
                 log.exception("landing %s crashed", ", ".join(e.job for e in batch))
                 refusal = Refusal("blocked", f"internal error landing it: {exc!r} (see coordinator.log)")
                 decided = {e.job: (self._refused(e, refusal), []) for e in batch}
-            for entry in batch:
-                if entry.job in decided:
-                    record, results = decided[entry.job]
-                    queue.remove(entry)
-                    await self._finish(entry, record, results)
+            try:
+                for entry in batch:
+                    if entry.job in decided:
+                        record, results = decided[entry.job]
+                        queue.remove(entry)
+                        await self._finish(entry, record, results)
+            finally:
+                self._let_settle()
             self._forget_old()
 
     async def _finish(self, entry: Entry, record: rec.LandLanded | rec.LandRefused, results: list[dict]) -> None:
@@ -348,6 +356,8 @@ class LandQueue:
         for entry, _ in landing:
             self._stage(entry, "landing")
         jobs = ", ".join(e.job for e, _ in landing)
+        await self.moving.acquire()  # released once the verdicts are in (_worker)
+        self._holding = True
         if not await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})"):
             reason = f"{target.short_target} moved during the landing (no longer at {base[:10]}): merging again"
             for entry, _ in landing:
@@ -375,6 +385,11 @@ class LandQueue:
             # ("merged"), so nothing slow may come between this and the verdict.
             await self._refs.sync()
         return decided
+
+    def _let_settle(self) -> None:
+        if self._holding:
+            self._holding = False
+            self.moving.release()
 
     def _landed(self, entry: Entry, base: str, commit: str, parent: str, changed: list[str], commits: list[str]) -> rec.LandLanded:
         """``entry`` landed: ``target`` moved from ``base``; ``commit`` is the merge

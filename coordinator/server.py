@@ -500,12 +500,14 @@ class Server:
             await self.refs.ensure_lag(head)
 
     async def _settle_merge_holds(self) -> None:
-        """The integration branch moved: free the merge holds whose commits reached it."""
-        pending = self.core.pending_merge_commits()
-        if pending:
-            merged = await self.refs.merged_among(pending)
-            if merged:
-                await self.apply(lambda now: self.core.commits_merged(merged, now))
+        """The integration branch moved: free the merge holds whose commits reached it
+        (after a landing that moved it has had its verdict: it frees its own)."""
+        async with self._landings.moving:
+            pending = self.core.pending_merge_commits()
+            if pending:
+                merged = await self.refs.merged_among(pending)
+                if merged:
+                    await self.apply(lambda now: self.core.commits_merged(merged, now))
 
     def _bug_answer(self, peer: bytes, message) -> list:
         """Effects for a message whose handling raised outside the core's own guard."""
