@@ -52,6 +52,7 @@ from ._store import (
     Event,
     Ledger,
     LedgerReader,
+    LedgerSpace,
     LedgerStatistics,
     open_readonly,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "LedgerError",
     "LedgerMissing",
     "LedgerReader",
+    "LedgerSpace",
     "LedgerStatistics",
     "LedgerVersionError",
     "Record",

@@ -16,6 +16,12 @@ Version 2 schema (what ``sqlite3 ledger.db .schema`` shows, modulo quoting)::
     trigger events_no_update, events_no_delete   -- append-only: RAISE(ABORT)
     snapshots(upto INTEGER PRIMARY KEY, ts REAL, blob BLOB)
     meta(key TEXT PRIMARY KEY, value TEXT)
+
+Version 3: ``events_no_delete`` refuses a DELETE unless the row's id is below
+``meta.removable_below`` (compaction sets it to the id of the registry snapshot that
+covers the rows it removes; absent, nothing is removable).  Before, compaction dropped
+and re-created the trigger around every slice: two schema changes a slice, which made
+every connection re-read the schema and re-prepare its statements.
 """
 
 from __future__ import annotations
@@ -62,7 +68,20 @@ def _v2_snapshots_and_meta(db: Database) -> None:
     db.create_table("meta", {"key": str, "value": str}, pk="key")
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_events, _v2_snapshots_and_meta)
+REMOVABLE_BELOW = "removable_below"  # meta key: events with a smaller id may be removed
+
+
+def _v3_removable_below(db: Database) -> None:
+    """Deletes allowed below ``meta.removable_below`` only (compaction, in slices)."""
+    db.execute("DROP TRIGGER IF EXISTS events_no_delete")
+    db.execute(
+        "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
+        f"WHEN OLD.id >= coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = '{REMOVABLE_BELOW}'), 0) "
+        f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
+    )
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_events, _v2_snapshots_and_meta, _v3_removable_below)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

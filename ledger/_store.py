@@ -7,7 +7,8 @@ transaction:
   with one raw ``executemany`` inside one ``BEGIN IMMEDIATE ... COMMIT``: either
   every record of the batch is in the file, or none is (group commit).
 * Triggers refuse ``UPDATE`` and ``DELETE`` on ``events`` (see ``_schema``), so
-  ids are never reused and ``max(id)`` only grows.  The writer hands out ids from
+  ids are never reused and ``max(id)`` only grows; only ``compact`` removes rows, below
+  a registry snapshot (it sets ``meta.removable_below``) and never the newest.  The writer hands out ids from
   its cached last id; a second writer on the same file is detected (primary-key
   conflict, the batch rolls back, ``LedgerError``) rather than interleaved.
 * What is appended are the typed records of ``ledger.records`` (one Struct per kind);
@@ -19,7 +20,12 @@ transaction:
   ``append`` survives power loss too; one batch is one commit, so one fsync per batch.
 * Auto-checkpoint is off.  The owner calls ``checkpoint()`` periodically, from a
   worker thread; it runs a PASSIVE checkpoint on a second connection, so it never
-  blocks (or is blocked by) an append running in another thread.
+  blocks (or is blocked by) an append running in another thread; when idle,
+  ``checkpoint(truncate=True)`` empties the WAL file.
+* Space: a new ledger is created with ``auto_vacuum=INCREMENTAL``; after ``compact``,
+  ``vacuum_slice`` returns free pages to the file system a few at a time (the file
+  shrinks at the next complete checkpoint).  An older ledger is converted once by
+  ``convert_to_incremental`` (a full VACUUM: the owner decides when).
 
 Connections: the write connection serves every method except ``events()``
 (each iteration opens its own read-only connection, so it sees one consistent
@@ -50,7 +56,7 @@ from ._errors import (
     LedgerVersionError,
 )
 from ._schema import (
-    APPEND_ONLY_MESSAGE,
+    REMOVABLE_BELOW,
     SCHEMA_VERSION,
     check_version,
     migrate,
@@ -64,6 +70,7 @@ __all__ = [
     "KEEP_SNAPSHOTS",
     "Ledger",
     "LedgerReader",
+    "LedgerSpace",
     "LedgerStatistics",
     "open_readonly",
 ]
@@ -80,6 +87,8 @@ _COLUMNS = "id, ts, epoch, kind, agent, session, token, data"
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM events"
 COMPACT_SLICE = 500  # events removed per write transaction by ``Ledger.compact`` (a few ms each)
+AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum
+_ALLOW_REMOVAL = f"INSERT OR REPLACE INTO meta (key, value) VALUES ('{REMOVABLE_BELOW}', ?)"
 _COMPACT_SLICE = """
 DELETE FROM events WHERE id IN (
   SELECT id FROM events
@@ -93,10 +102,6 @@ DELETE FROM events WHERE id IN (
       GROUP BY json_extract(data, '$.target'))
   ORDER BY id LIMIT :rows)
 """
-_NO_DELETE_TRIGGER = (
-    f"CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
-    f"BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
-)
 
 
 class Event(msgspec.Struct, frozen=True):
@@ -126,6 +131,19 @@ class LedgerStatistics(msgspec.Struct, frozen=True):
     wal_size_bytes: int
     migrations_applied: tuple[int, ...] = ()
     fsync_every_commit: bool = False  # synchronous=FULL at every commit (fsync = "power-loss")
+
+
+class LedgerSpace(msgspec.Struct, frozen=True):
+    """How the file's pages are used (``PRAGMA page_count`` / ``freelist_count``)."""
+
+    page_size: int
+    pages: int  # the file's pages
+    free_pages: int  # pages no table uses: reused by new rows, or returned by vacuum_slice
+    incremental: bool  # auto_vacuum=INCREMENTAL: free pages can be returned
+
+    @property
+    def used_bytes(self) -> int:
+        return (self.pages - self.free_pages) * self.page_size
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -444,6 +462,8 @@ class Ledger(LedgerReader):
         except sqlite3.Error as e:
             raise LedgerError(f"cannot open ledger {path}: {e}") from e
         try:
+            if user_version(conn) == 0 and not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # a new file: before WAL and the first table
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() != "wal":
                 raise LedgerError(f"ledger {path}: could not enable WAL (journal_mode={mode})")
@@ -560,6 +580,7 @@ class Ledger(LedgerReader):
         """Remove events a snapshot at ``upto`` covers and older than ``before`` (a
         wall-clock time), in slices of ``slice_rows`` (one short write transaction each,
         so appends from other threads wait at most one slice); yields each slice's count.
+        ``remove_slice`` is one slice, for a caller that sizes and paces them itself.
 
         Kept whatever their age: events after ``upto`` (replay reads them), the newest
         event (ids are handed out from ``max(id)``: they must never go back), every plan
@@ -568,18 +589,80 @@ class Ledger(LedgerReader):
         them and names who landed what), and the newest
         ``build`` probe result per target (the next build compares with its hash).  The
         caller must hold a snapshot at ``upto`` that restores everything else."""
+        while (removed := self.remove_slice(upto, before, slice_rows)) > 0:
+            yield removed
+
+    def remove_slice(self, upto: int, before: float, rows: int) -> int:
+        """One slice of ``compact``: at most ``rows`` events, one write transaction;
+        returns how many were removed (0: nothing is left to remove)."""
         if type(upto) is not int or upto < 0:
             raise InvalidRecord(f"upto must be a non-negative int, not {upto!r}")
-        while True:
-            with self._write(False) as conn:
-                conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
-                try:
-                    removed = conn.execute(_COMPACT_SLICE, {"upto": upto, "before": before, "rows": slice_rows}).rowcount
-                finally:
-                    conn.execute(_NO_DELETE_TRIGGER)
-            if removed <= 0:
-                return
-            yield removed
+        with self._write(False) as conn:
+            conn.execute(_ALLOW_REMOVAL, (str(upto),))  # the trigger lets ids below it go
+            return conn.execute(_COMPACT_SLICE, {"upto": upto, "before": before, "rows": rows}).rowcount
+
+    def first_ids(self, offset: int) -> int | None:
+        """The id of the event ``offset`` places after the oldest (read on a private
+        connection: never waits for, nor holds up, an append), or None past the end."""
+        conn = _connect_readonly(self._path)
+        try:
+            row = conn.execute("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET ?", (max(0, offset),)).fetchone()
+        except sqlite3.Error as e:
+            raise LedgerError(f"reading ledger {self._path}: {e}") from e
+        finally:
+            conn.close()
+        return row[0] if row else None
+
+    def count(self) -> int:
+        """How many events the ledger holds, counted on a private read connection (a
+        count of millions of rows takes a while: appends must not wait for it)."""
+        if self._closed:
+            raise LedgerClosed(f"ledger {self._path} is closed")
+        conn = _connect_readonly(self._path)
+        try:
+            return conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        except sqlite3.Error as e:
+            raise LedgerError(f"reading ledger {self._path}: {e}") from e
+        finally:
+            conn.close()
+
+    def space(self) -> LedgerSpace:
+        """The file's pages: how many, how many free, whether they can be returned."""
+        with self._locked() as conn:
+            return LedgerSpace(
+                page_size=conn.execute("PRAGMA page_size").fetchone()[0],
+                pages=conn.execute("PRAGMA page_count").fetchone()[0],
+                free_pages=conn.execute("PRAGMA freelist_count").fetchone()[0],
+                incremental=conn.execute("PRAGMA auto_vacuum").fetchone()[0] == AUTO_VACUUM_INCREMENTAL,
+            )
+
+    def vacuum_slice(self, pages: int) -> int:
+        """Return up to ``pages`` free pages to the file system (``incremental_vacuum``,
+        one write transaction); returns how many were freed, 0 when none are left or the
+        ledger is not ``auto_vacuum=INCREMENTAL``.  In WAL mode the file shrinks when a
+        checkpoint copies the last of these transactions into it."""
+        if type(pages) is not int or pages <= 0:
+            raise InvalidRecord(f"pages must be a positive int, not {pages!r}")
+        with self._write(False) as conn:
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != AUTO_VACUUM_INCREMENTAL:
+                return 0
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if free == 0:
+                return 0
+            conn.execute(f"PRAGMA incremental_vacuum({pages:d})").fetchall()
+            return free - conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+    def convert_to_incremental(self) -> bool:
+        """Make a ledger created before ``auto_vacuum=INCREMENTAL`` able to return space:
+        a full VACUUM (rewrites the file; needs as much free disk again; holds the write
+        lock throughout).  Returns False if it already was."""
+        with self._locked() as conn:
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == AUTO_VACUUM_INCREMENTAL:
+                return False
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            conn.execute("VACUUM")
+            self._transactions += 1
+            return True
 
     def set_meta(self, key: str, value: str, *, durable: bool = False) -> None:
         if type(key) is not str or type(value) is not str:
@@ -596,12 +679,21 @@ class Ledger(LedgerReader):
             raise LedgerClosed(f"ledger {self._path} is closed")
         return self._last_id
 
-    def checkpoint(self) -> Checkpoint:
+    @property
+    def transactions(self) -> int:
+        """Write transactions committed so far (appends, compaction slices, meta): the
+        WAL has new frames to checkpoint when this moved.  Never waits."""
+        return self._transactions
+
+    def checkpoint(self, *, truncate: bool = False) -> Checkpoint:
         """Run ``PRAGMA wal_checkpoint(PASSIVE)`` on a second connection.
 
         Meant for a worker thread while appends run in another: PASSIVE neither
         waits for nor blocks the writer.  Once every frame is checkpointed, the
         next append restarts the WAL from its beginning (so it stops growing).
+        ``truncate=True`` runs TRUNCATE instead, for when the writer is idle: it
+        waits for the writer and readers (busy timeout), holds new writers back
+        while it copies, and leaves a WAL file of zero bytes.
         """
         with self._ckpt_lock:
             if self._closed:
@@ -615,7 +707,7 @@ class Ledger(LedgerReader):
                         check_same_thread=False,
                     )
                 busy, log, done = self._ckpt_conn.execute(
-                    "PRAGMA wal_checkpoint(PASSIVE)"
+                    f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})"
                 ).fetchone()
             except sqlite3.Error as e:
                 raise LedgerError(f"checkpoint of ledger {self._path} failed: {e}") from e

@@ -57,6 +57,7 @@ from probes.settings import (
     VERIFY_POLICIES,
     CoordinatorConfig,
     LandConfig,
+    LedgerConfig,
     VerifyConfig,
 )
 from probes.suite import DEFAULT_CHECK_TIMEOUT, Check, CheckTable, detect_suite
@@ -65,6 +66,7 @@ from probes.tomlfile import ConfigError, decode
 __all__ = [
     "CONFIG_FILENAME", "DEFAULT_CHECK_TIMEOUT", "MODES", "VERIFY_POLICIES", "PROBE_KINDS", "RESPONSE_ACTIONS", "KNOWN_FINDINGS",
     "Check", "Config", "ConfigError", "CoordinatorConfig", "LandConfig", "Probe", "Rule", "VerifyConfig",
+    "Check", "Config", "ConfigError", "CoordinatorConfig", "LedgerConfig", "Probe", "Rule", "VerifyConfig",
     "detect_suite", "load_config", "parse_config", "parse_duration", "probe_from_table", "probe_table",
 ]
 
@@ -177,6 +179,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     coordinator: CoordinatorConfig = CoordinatorConfig()
     verify: VerifyConfig = VerifyConfig()
     land: LandConfig = LandConfig()
+    ledger: LedgerConfig = LedgerConfig()
     checks: tuple[Check, ...] = ()
     suite_detected: bool = False  # checks came from detect_suite, not from the file
     probes: tuple[Probe, ...] = ()
@@ -322,6 +325,7 @@ def _config_file() -> type:
             ("coordinator", CoordinatorConfig, CoordinatorConfig()),
             ("verify", VerifyConfig, VerifyConfig()),
             ("land", LandConfig, LandConfig()),
+            ("ledger", LedgerConfig, LedgerConfig()),
             # None: no `checks` key, so the suite is detected; {} turns detection off.
             ("checks", Union[dict[str, CheckTable], None], None),
             ("probe", list[probe_tables()], []),
@@ -392,6 +396,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
         coordinator=file.coordinator,
         verify=file.verify,
         land=file.land,
+        ledger=file.ledger,
         checks=checks,
         suite_detected=file.checks is None,
         probes=tuple(probes),

@@ -89,6 +89,15 @@ class PositiveSeconds(Seconds):
     """A duration longer than zero (timeouts, ``heartbeat``, ``every``)."""
 
 
+class Age(Seconds):
+    """How long something is kept: a duration, or a number of days ("30d", "1.5d")."""
+
+
+class Size(int):
+    """A number of bytes: an integer, or "500MB", "1GB", "64MiB" (KB/MB/GB/TB are powers
+    of 1000, KiB/MiB/GiB/TiB of 1024); at least 1MB."""
+
+
 class Text(str):
     """A string that is not blank."""
 
@@ -229,6 +238,53 @@ def _positive_seconds(value: object) -> float:
     return seconds
 
 
+_AGE_DAYS = re.compile(r"(\d+(?:\.\d+)?)d")
+
+
+def _age(value: object) -> float:
+    if isinstance(value, str) and (days := _AGE_DAYS.fullmatch(value.strip())):
+        return float(days.group(1)) * 86400.0
+    seconds, why = duration_problem(value)
+    if seconds is None:
+        raise ValueError(why.replace("'250ms'", "'250ms', '30d'"))
+    return seconds
+
+
+def format_age(seconds: float) -> str:
+    """``format_duration``, in days when ``seconds`` is a whole number of them."""
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g}d"
+    return format_duration(seconds)
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
+SIZE_MIN = 10**6
+
+
+def _size(value: object) -> int:
+    expected = "expected a number of bytes or a string like '500MB', '1GB', '64MiB'"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{shown(value)} is not a size: {expected}")
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, str) and (match is None or match.group(2).upper() not in _SIZE_UNITS):
+        raise ValueError(f"{shown(value)} is not a size: {expected}")
+    size = value if isinstance(value, int) else int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+    if size < SIZE_MIN:
+        raise ValueError(f"{shown(value)} is too small: a size must be at least 1MB")
+    return size
+
+
+def format_size(size: int) -> str:
+    """The shortest exact way to write ``size``: 10**9 -> "1GB", 2**26 -> "64MiB"."""
+    for unit in ("TB", "GB", "MB", "KB", "TiB", "GiB", "MiB", "KiB"):
+        factor = _SIZE_UNITS[unit.upper()]
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
 def _hex_digest(value: object) -> str:
     if not isinstance(value, str) or not _HEX_DIGEST.fullmatch(value):
         raise ValueError(f"expected 64 hex digits, got {describe(value)}")
@@ -260,6 +316,8 @@ def _regex_list(value: object) -> list[str]:
 _DECODERS: dict[type, Any] = {
     Seconds: _seconds,
     PositiveSeconds: _positive_seconds,
+    Age: _age,
+    Size: _size,
     Text: _text,
     Name: _checked(name_problem),
     RelPath: _checked(relpath_problem),
@@ -283,6 +341,8 @@ def dec_hook(kind: type, value: Any) -> Any:
 def _plain(value: Any) -> Any:
     if isinstance(value, float) and type(value) is not float:
         return float(value)
+    if isinstance(value, int) and type(value) not in (int, bool):
+        return int(value)
     if isinstance(value, str) and type(value) is not str:
         return str(value)
     if isinstance(value, list) and type(value) is not list:

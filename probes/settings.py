@@ -1,5 +1,5 @@
 """The coordinator's settings: one schema for the ``serve`` flags, ``[coordinator]``,
-``[verify]`` and ``[land]`` in ``lockstep.toml``, the defaults and the documentation table.
+``[verify]``, ``[land]`` and ``[ledger]`` in ``lockstep.toml``, the defaults and the documentation table.
 
 Each setting is one annotated field below: its type and range (checked when the file or
 the flags are decoded), its default, its meaning, and the ``serve`` flag that sets it,
@@ -17,7 +17,16 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from probes.schema import PositiveSeconds, Seconds, Table, format_duration
+from probes.schema import (
+    Age,
+    PositiveSeconds,
+    Seconds,
+    Size,
+    Table,
+    format_age,
+    format_duration,
+    format_size,
+)
 
 Mode = Literal["parallel-strict", "parallel-warn", "serial"]
 FreshBase = Literal["block", "warn", "off"]
@@ -120,17 +129,31 @@ class LandConfig(Table):
     )] = 1
 
 
-# The [verify] and [land] keys as the coordinator's flat Settings names them.
+class LedgerConfig(Table):
+    """``[ledger]``: the retention policy, applied by the coordinator while it serves."""
+
+    keep: Annotated[Age, setting(
+        "events older than this are removed from the ledger (hourly, in short slices while serving; "
+        "what a restart needs is kept whatever its age: see \"Retention\" in the README)",
+    )] = 30 * 86400.0
+    max_size: Annotated[Size, setting(
+        "size budget of the ledger file: past it the oldest events are removed, even younger than `keep`, "
+        "until it is back under 80% of the budget, and the space is returned to the file system",
+    )] = 10**9
+
+
+# The [verify], [land] and [ledger] keys as the coordinator's flat Settings names them.
 VERIFY_SETTING_NAMES = {
     "policy": "verify_policy", "max_repair_loops": "max_repair_loops", "turn_gate": "turn_gate", "venv": "verify_venv", "env": "verify_env",
 }
 LAND_SETTING_NAMES = {"required": "land_required", "batch": "land_batch"}
+LEDGER_SETTING_NAMES = {"keep": "ledger_keep", "max_size": "ledger_max_size"}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):
     """One setting as the flags and the docs see it."""
 
-    table: str  # "coordinator", "verify" or "land"
+    table: str  # "coordinator", "verify", "land" or "ledger"
     key: str  # its key in that table
     name: str  # its name in the coordinator's Settings
     type: Any  # the annotation (for msgspec)
@@ -140,9 +163,14 @@ class SettingInfo(msgspec.Struct, frozen=True):
     metavar: str | None
     choices: tuple[str, ...]  # for a Literal type; () otherwise
     minimum: int | None  # for an integer with a lower bound
+    unit: str = ""  # "age" or "size" for those custom types
 
     @property
     def default_text(self) -> str:
+        if self.unit == "age":
+            return format_age(self.default)
+        if self.unit == "size":
+            return format_size(self.default)
         if isinstance(self.default, bool):
             return "true" if self.default else "false"
         if isinstance(self.default, float):
@@ -158,6 +186,10 @@ class SettingInfo(msgspec.Struct, frozen=True):
         """The type column of docs/config.md."""
         if self.choices:
             return " \\| ".join(f"`{c}`" for c in self.choices)
+        if self.unit == "age":
+            return "duration or days (`30d`)"
+        if self.unit == "size":
+            return "size (`500MB`, `1GB`, `64MiB`) ≥ 1MB"
         if isinstance(self.default, bool):
             return "boolean"
         if isinstance(self.default, float):
@@ -170,11 +202,12 @@ class SettingInfo(msgspec.Struct, frozen=True):
 
 
 def settings() -> tuple[SettingInfo, ...]:
-    """Every setting of ``[coordinator]``, ``[verify]``, then ``[land]``, in declaration order."""
+    """Every setting of ``[coordinator]``, ``[verify]``, ``[land]`` then ``[ledger]``, in declaration order."""
     import msgspec.inspect  # the type walk is only for flags and docs, not for decoding
 
     found: list[SettingInfo] = []
-    tables = (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES), ("land", LandConfig, LAND_SETTING_NAMES))
+    tables = (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES),
+              ("land", LandConfig, LAND_SETTING_NAMES), ("ledger", LedgerConfig, LEDGER_SETTING_NAMES))
     for table, struct, rename in tables:
         annotations = {f.name: f.type for f in msgspec.structs.fields(struct)}
         for field in msgspec.inspect.type_info(struct).fields:
@@ -195,6 +228,7 @@ def settings() -> tuple[SettingInfo, ...]:
                     minimum=getattr(inner, "ge", None) if isinstance(inner, msgspec.inspect.IntType) else (
                         0 if isinstance(inner, msgspec.inspect.CustomType) and inner.cls is Seconds else None
                     ),
+                    unit={Age: "age", Size: "size"}.get(getattr(inner, "cls", None), ""),
                 )
             )
     return tuple(found)
@@ -214,7 +248,7 @@ def settings_table() -> str:
 
 
 def config_table(table: str) -> str:
-    """The Markdown table of ``[coordinator]``, ``[verify]`` or ``[land]`` in docs/config.md."""
+    """The Markdown table of ``[coordinator]``, ``[verify]``, ``[land]`` or ``[ledger]`` in docs/config.md."""
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for s in settings():
         if s.table == table:

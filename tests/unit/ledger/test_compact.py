@@ -57,3 +57,54 @@ def test_compact_keeps_what_the_merge_queue_resumes_from(tmp_path):
         led.append([rec.Notice(message="newest")], epoch=1)
         list(led.compact(led.last_id(), time.time() + 1))
         assert [kind for _, kind in _kinds(path)] == ["land.queued", "land.landed", "notice"]
+
+
+def _fill(led: Ledger, events: int) -> None:
+    for start in range(0, events, 500):
+        led.append([rec.Notice(message=f"{i:06d} " + "x" * 300) for i in range(start, start + 500)], epoch=1)
+
+
+def test_only_events_below_the_removable_mark_can_be_deleted(tmp_path):
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.append([rec.Notice(message=str(i)) for i in range(5)], epoch=1)
+        assert led.remove_slice(3, time.time() + 1, rows=10) == 2  # ids 1 and 2
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            led._conn.execute("DELETE FROM events WHERE id = 3")  # the mark is 3: 3 stays
+    assert [i for i, _ in _kinds(path)] == [3, 4, 5]
+
+
+def test_compaction_then_incremental_vacuum_shrinks_the_file(tmp_path):
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        assert led.space().incremental  # a new ledger can return space
+        _fill(led, 6000)
+        led.checkpoint(truncate=True)
+        full = path.stat().st_size
+        assert sum(led.compact(led.last_id(), time.time() + 1)) == 5999
+        assert led.space().free_pages > 0 and path.stat().st_size == full  # free, not yet returned
+        while led.vacuum_slice(100) > 0:
+            pass
+        assert led.space().free_pages == 0
+        done = led.checkpoint(truncate=True)
+        assert not done.busy and done.wal_frames == 0  # the WAL file is emptied
+        assert path.stat().st_size < full / 10
+        assert (tmp_path / "ledger.db-wal").stat().st_size == 0
+
+
+def test_an_older_ledger_is_converted_once_to_return_space(tmp_path):
+    path = tmp_path / "ledger.db"
+    conn = sqlite3.connect(path)  # a ledger made before auto_vacuum: tables exist, mode NONE
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    path.unlink()
+    with Ledger.open(path) as led:
+        led._conn.execute("PRAGMA auto_vacuum=NONE")
+        led._conn.execute("VACUUM")
+        assert not led.space().incremental
+        _fill(led, 1000)
+        assert led.vacuum_slice(100) == 0  # nothing can be returned yet
+        assert led.convert_to_incremental() is True
+        assert led.space().incremental and led.convert_to_incremental() is False
+        assert led.count() == 1000 and led.append([rec.Notice(message="next")], epoch=1) == [1001]

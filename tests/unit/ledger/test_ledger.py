@@ -467,8 +467,8 @@ def test_migrations_run_forward_once(tmp_path):
         assert [e.kind for e in r.events()] == ["old.event"]
 
     with Ledger.open(old) as led:
-        assert led.statistics().migrations_applied == (2,)
-        assert led.statistics().schema_version == SCHEMA_VERSION == 2
+        assert led.statistics().migrations_applied == (2, 3)
+        assert led.statistics().schema_version == SCHEMA_VERSION == 3
         assert [(e.id, e.ts, e.data) for e in led.events()] == [(1, 1.5, {"a": 1})]
         led.save_snapshot(1, b"snap")
         assert led.append([Record("new")], epoch=2) == [2]
@@ -480,7 +480,7 @@ def test_migrations_run_forward_once(tmp_path):
     assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
 
     with Ledger.open(tmp_path / "v0.db") as fresh:
-        assert fresh.statistics().migrations_applied == (1, 2)
+        assert fresh.statistics().migrations_applied == (1, 2, 3)
 
 
 def test_newer_schema_is_refused(tmp_path):

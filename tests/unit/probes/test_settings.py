@@ -11,6 +11,7 @@ import pytest
 from probes.settings import (
     CoordinatorConfig,
     LandConfig,
+    LedgerConfig,
     VerifyConfig,
     config_table,
     settings,
@@ -27,7 +28,7 @@ def test_the_readme_table_is_the_schema():
     assert settings_table() in section, "regenerate the README table: probes.settings.settings_table()"
 
 
-@pytest.mark.parametrize("table", ["coordinator", "verify", "land"])
+@pytest.mark.parametrize("table", ["coordinator", "verify", "land", "ledger"])
 def test_the_config_docs_tables_are_the_schema(table):
     docs = (ROOT / "docs" / "config.md").read_text()
     section = docs.split(f"## `[{table}]`", 1)[1].split("\n## ", 1)[0]
@@ -38,12 +39,13 @@ def test_every_setting_is_documented_and_defaults_come_from_the_structs():
     found = {(s.table, s.key): s for s in settings()}
     assert set(found) == {("coordinator", k) for k in CoordinatorConfig.__struct_fields__} | {
         ("verify", k) for k in VerifyConfig.__struct_fields__
-    } | {("land", k) for k in LandConfig.__struct_fields__}
+    } | {("land", k) for k in LandConfig.__struct_fields__} | {("ledger", k) for k in LedgerConfig.__struct_fields__}
     assert all(s.meaning for s in found.values())
     assert found["coordinator", "heartbeat"].default == CoordinatorConfig().heartbeat
     assert found["verify", "policy"].default == VerifyConfig().policy
     assert found["land", "required"].default is LandConfig().required is False
     assert found["land", "required"].name == "land_required"
+    assert found["ledger", "keep"].default_text == "30d" and found["ledger", "max_size"].default_text == "1GB"
 
 
 def test_serve_flags_are_generated_from_the_schema():
