@@ -9,7 +9,10 @@ Tasks (all in one nursery, all ending on SIGINT/SIGTERM or a ``Shutdown`` reques
 * ``_tick`` calls ``core.tick(now)`` a few times per heartbeat interval (expiry).
 * ``_recover_storage`` runs only while the ledger cannot be written (see below).
 * ``_checkpoint`` runs a PASSIVE WAL checkpoint from a second connection now and then
-  (auto-checkpoint inside commits is off: it made p99 ten times worse).
+  (auto-checkpoint inside commits is off: it made p99 ten times worse), and a
+  truncating one once the ledger has been idle for a while (the WAL file back to 0).
+* ``_retain`` applies the retention policy (``[ledger] keep`` and ``max_size``, see
+  retention.py): snapshot, remove what it covers in paced slices, return the space.
 * the ``PidWatcher`` reports exits of local agents' processes.
 * with ``--curve``: ``_serve_zap`` answers CURVE handshakes (remote.py) and
   ``_beat_workers`` pings remote agents' workers and loses the silent ones (workers.py).
@@ -90,6 +93,13 @@ from .pidwatch import PidWatcher
 from .registry import SNAPSHOT_FORMAT, STATE_KINDS, Snapshot
 from .remote import REMOTE_MARK, REMOTE_PEER, ZAP_ENDPOINT, RemoteGate
 from .replies import PIPE_REPLIES, CutOff, PeerQueues
+from .retention import (
+    AGE_PASS_EVERY,
+    IDLE_AFTER,
+    SIZE_CHECK_EVERY,
+    Pacer,
+    events_over_budget,
+)
 from .settings import Settings
 from .workers import WORKER_MESSAGES, WorkerBroker
 
@@ -103,7 +113,7 @@ QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gat
 CHECKPOINT_INTERVAL = 2.0
 STORAGE_RETRY_FIRST = 0.25  # seconds before the first retry of an unwritable ledger
 STORAGE_RETRY_MAX = 5.0
-COMPACT_PAUSE = 0.005  # seconds between compaction slices
+CONVERT_AT_START_BELOW = 256 * 1024 * 1024  # an older ledger this small is made able to return space at start
 SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at start-up
 REPLY_RETRY_FIRST = 0.001  # seconds before replies waiting for a full peer are retried
 REPLY_RETRY_MAX = 0.05
@@ -155,7 +165,8 @@ class Server:
             self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
-        self._compacting = trio.Lock()  # one compaction at a time
+        self._compacting = trio.Lock()  # one compaction at a time (by hand or by the policy)
+        self._size_pass_failed_at = -1  # pages in use when a size pass last removed nothing
         self._storage_error: str | None = None  # why the ledger cannot be written, while it cannot
         self._storage_since = 0.0
         self._recovering = False
@@ -186,6 +197,7 @@ class Server:
             except LedgerError as exc:  # cannot even open it (a new ledger on a full disk)
                 raise StorageFailed(str(exc)) from None
             stack.callback(self.ledger.close)
+            await self._make_space_returnable()
             self._router = self._open(ctx, zmq.ROUTER, self.endpoint, stack)
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
             if self.remote_endpoints is not None:
@@ -244,6 +256,7 @@ class Server:
                     nursery.start_soon(self._beat_workers)
                 nursery.start_soon(self._tick)
                 nursery.start_soon(self._checkpoint)
+                nursery.start_soon(self._retain)
                 nursery.start_soon(self._flush_replies)
                 nursery.start_soon(self._watch_signals)
                 task_status.started(self)
@@ -451,7 +464,7 @@ class Server:
                             effects += self._jobs.answer(peer, message)
                             continue
                         if isinstance(message, Compact):  # off the request loop, in slices
-                            if not message.keep >= 0:
+                            if message.keep is not None and not message.keep >= 0:
                                 effects += core.reject(peer, PeerError("bad_request", f"keep must be >= 0 seconds, not {message.keep}"), message.req)
                             else:
                                 self._nursery.start_soon(self._compact, peer, message)
@@ -525,18 +538,26 @@ class Server:
                 await self._execute(self.core.tick(trio.current_time()))
 
     async def _checkpoint(self) -> None:
-        # On the trio thread: ``last_id()`` reads the writer's cached id without the
+        # On the trio thread: ``transactions`` reads the writer's counter without the
         # write lock, so a commit running in a worker thread never stalls the loop here;
-        # the checkpoint itself runs in a worker thread on its own connection.
-        last = self.ledger.last_id()
+        # the checkpoint itself runs in a worker thread on its own connection.  Compaction
+        # slices count too: they fill the WAL as appends do.
+        last = self.ledger.transactions
+        truncated = False
         while True:
             await trio.sleep(CHECKPOINT_INTERVAL)
-            if self.ledger.last_id() != last:
-                last = self.ledger.last_id()
-                try:
+            moved, last = self.ledger.transactions != last, self.ledger.transactions
+            try:
+                if moved:
                     await trio.to_thread.run_sync(self.ledger.checkpoint)
-                except LedgerError as exc:  # a full disk: the WAL just grows; the next one retries
-                    log.warning("WAL checkpoint failed: %s", exc)
+                    truncated = False
+                elif not truncated and not self._compacting.locked():
+                    # Idle for a whole interval: empty the WAL file (it keeps its largest
+                    # size otherwise, up to journal_size_limit) and let a vacuumed file shrink.
+                    done = await trio.to_thread.run_sync(lambda: self.ledger.checkpoint(truncate=True))
+                    truncated = not done.busy
+            except LedgerError as exc:  # a full disk: the WAL just grows; the next one retries
+                log.warning("WAL checkpoint failed: %s", exc)
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -650,33 +671,110 @@ class Server:
             log.warning("could not record a cut-off in the ledger: %s", exc)
 
     async def _compact(self, peer: bytes, message: Compact) -> None:
+        """``lockstep ledger compact``: a compaction by hand (``keep`` None: the policy's)."""
+        keep = self.settings.ledger_keep if message.keep is None else message.keep
+        try:
+            removed, upto = await self._compaction(before=time.time() - keep, by="")
+            stats = self.ledger.statistics()
+            kept = await trio.to_thread.run_sync(self.ledger.count)
+        except (LedgerError, sqlite3.Error) as exc:
+            self._send(peer, encode(Error(req=message.req, code="unavailable", message=f"compaction stopped: {exc}")))
+            return
+        reply = Compacted(
+            req=message.req, removed=removed, upto=upto, kept=kept,
+            db_size_bytes=stats.db_size_bytes, wal_size_bytes=stats.wal_size_bytes,
+        )
+        self._send(peer, encode(reply))
+
+    async def _compaction(self, *, before: float, by: str, below: int | None = None) -> tuple[int, int]:
         """Snapshot first (in the turn: registry == ledger up to ``upto``), then remove
-        what it covers and is older than ``keep``, one short slice at a time in a thread,
-        so requests and appends go on between slices; then say so in the ledger."""
+        what it covers, older than ``before`` (and below event ``below``, if given), in
+        paced slices from a worker thread so that requests and their appends go on
+        between them; say so in the ledger; then return the freed pages to the file
+        system the same way.  Returns (events removed, the snapshot's event id)."""
         async with self._compacting:
             async with self._turn:
                 await self._save_snapshot()
                 upto = self._snapshot_at
-            before = time.time() - message.keep
-            removed = 0
-            try:
-                slices = self.ledger.compact(upto, before)
-                while (count := await trio.to_thread.run_sync(next, slices, 0)) > 0:
-                    removed += count
-                    await trio.sleep(COMPACT_PAUSE)  # requests and their appends go first between slices
-                stats = self.ledger.statistics()
-                kept = await trio.to_thread.run_sync(self.ledger.count)
-            except (LedgerError, sqlite3.Error) as exc:
-                self._send(peer, encode(Error(req=message.req, code="unavailable", message=f"compaction stopped: {exc}")))
-                return
+            limit = upto if below is None else min(upto, below)
+            removed = await self._in_slices(lambda rows: self.ledger.remove_slice(limit, before, rows), Pacer(100, 10, 20_000))
             if removed:
-                log.info("ledger compacted: %d events removed (covered by the snapshot at %d)", removed, upto)
-                await self.apply(lambda now: self.core.note(LedgerCompacted(removed=removed, upto=upto, before=round(before, 3)), now))
-            reply = Compacted(
-                req=message.req, removed=removed, upto=upto, kept=kept,
-                db_size_bytes=stats.db_size_bytes, wal_size_bytes=stats.wal_size_bytes,
+                log.info("ledger compacted%s: %d events removed (covered by the snapshot at %d)", f" ({by})" if by else "", removed, upto)
+                record = LedgerCompacted(removed=removed, upto=upto, before=round(before, 3), by=by)
+                await self.apply(lambda now: self.core.note(record, now))
+                freed = await self._in_slices(self.ledger.vacuum_slice, Pacer(256, 16, 50_000))
+                if freed:
+                    log.info("ledger: %d free pages returned to the file system", freed)
+            return removed, upto
+
+    async def _in_slices(self, step, pacer: Pacer) -> int:
+        """Run ``step(size)`` in a worker thread until it returns 0, paced (retention.py);
+        returns the sum of what it returned."""
+        total = 0
+        while True:
+            started = time.perf_counter()
+            done = await trio.to_thread.run_sync(step, pacer.size)
+            if done <= 0:
+                return total
+            total += done
+            busy = trio.current_time() - self._last_request_at < IDLE_AFTER
+            await trio.sleep(pacer.after(time.perf_counter() - started, busy))
+
+    async def _retain(self) -> None:
+        """The retention policy, by itself: events older than ``[ledger] keep`` at start
+        and then hourly; the oldest events whenever the pages in use pass ``max_size``."""
+        next_age_pass = trio.current_time()
+        while True:
+            if self._storage_error is None:
+                try:
+                    if trio.current_time() >= next_age_pass:
+                        next_age_pass = trio.current_time() + AGE_PASS_EVERY
+                        await self._compaction(before=time.time() - self.settings.ledger_keep, by="keep")
+                    await self._keep_under_budget()
+                except LedgerError as exc:  # the storage guard handles a failing disk
+                    log.warning("ledger retention stopped: %s; retried later", exc)
+            await trio.sleep(SIZE_CHECK_EVERY)
+
+    async def _keep_under_budget(self) -> None:
+        space = await trio.to_thread.run_sync(self.ledger.space)
+        budget = self.settings.ledger_max_size
+        if space.used_bytes <= budget or space.used_bytes <= self._size_pass_failed_at:
+            return
+        events = await trio.to_thread.run_sync(self.ledger.count)
+        remove = events_over_budget(space.used_bytes, events, budget)
+        below = await trio.to_thread.run_sync(self.ledger.first_ids, remove)
+        removed, _ = await self._compaction(before=time.time() + 1, by="max_size", below=below)
+        if removed == 0:
+            # What is left is what restarts need (or younger than the snapshot): try again
+            # only once the ledger has grown by a tenth.
+            self._size_pass_failed_at = int(space.used_bytes * 1.1)
+            log.warning(
+                "ledger: %d MB in use, over max_size (%d MB), and nothing more can be removed yet",
+                space.used_bytes // 10**6, budget // 10**6,
             )
-            self._send(peer, encode(reply))
+
+    async def _make_space_returnable(self) -> None:
+        """A ledger made before auto_vacuum=INCREMENTAL cannot give space back: convert
+        it once at start (a full VACUUM, before serving) if it is small enough to take
+        seconds; a bigger one reuses its free pages and is converted by hand."""
+        space = self.ledger.space()
+        if space.incremental:
+            return
+        size = space.pages * space.page_size
+        if size > CONVERT_AT_START_BELOW:
+            log.warning(
+                "ledger %s (%d MB) predates incremental vacuum: removed events' space is reused, not returned; "
+                "to return it, stop the coordinator and run: sqlite3 %s 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM'",
+                self.ledger.path, size // 10**6, self.ledger.path,
+            )
+            return
+        started = time.perf_counter()
+        try:
+            await trio.to_thread.run_sync(self.ledger.convert_to_incremental)
+        except LedgerError as exc:  # a full disk: VACUUM needs room for a copy
+            log.warning("could not convert the ledger to incremental vacuum: %s", exc)
+            return
+        log.info("ledger converted to incremental vacuum in %.1f s (once)", time.perf_counter() - started)
 
     async def _check_uncommitted(self, check: CheckUncommitted) -> None:
         """An ended session's worktree, read off the request loop (git status)."""

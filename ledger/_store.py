@@ -79,6 +79,7 @@ KEEP_SNAPSHOTS = 3
 """How many snapshots ``save_snapshot`` keeps (the newest by ``upto``)."""
 
 BUSY_TIMEOUT_S = 5.0
+TRUNCATE_WAIT_MS = 20  # how long a truncating checkpoint waits for readers and the writer
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # a reset WAL is truncated back to this size
 FILE_MODE = 0o600
 
@@ -692,8 +693,9 @@ class Ledger(LedgerReader):
         waits for nor blocks the writer.  Once every frame is checkpointed, the
         next append restarts the WAL from its beginning (so it stops growing).
         ``truncate=True`` runs TRUNCATE instead, for when the writer is idle: it
-        waits for the writer and readers (busy timeout), holds new writers back
-        while it copies, and leaves a WAL file of zero bytes.
+        waits for the writer and readers (``TRUNCATE_WAIT_MS``, then it reports
+        ``busy``), holds new writers back while it copies, and leaves a WAL file of
+        zero bytes.
         """
         with self._ckpt_lock:
             if self._closed:
@@ -706,9 +708,15 @@ class Ledger(LedgerReader):
                         isolation_level=None,
                         check_same_thread=False,
                     )
-                busy, log, done = self._ckpt_conn.execute(
-                    f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})"
-                ).fetchone()
+                if truncate:  # it holds new writers back while it waits: wait briefly
+                    self._ckpt_conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS:d}")
+                try:
+                    busy, log, done = self._ckpt_conn.execute(
+                        f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})"
+                    ).fetchone()
+                finally:
+                    if truncate:
+                        self._ckpt_conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000):d}")
             except sqlite3.Error as e:
                 raise LedgerError(f"checkpoint of ledger {self._path} failed: {e}") from e
             self._checkpoints += 1

@@ -224,10 +224,11 @@ class TurnStart(Request, frozen=True, kw_only=True, tag="turn"):
 
 
 class Compact(Request, frozen=True, kw_only=True, tag="compact"):
-    """Operator: drop ledger events older than ``keep`` seconds that a fresh registry
-    snapshot covers (the coordinator snapshots first, then removes in slices)."""
+    """Operator: drop ledger events older than ``keep`` seconds (None: the coordinator's
+    ``[ledger] keep``) that a fresh registry snapshot covers (the coordinator snapshots
+    first, then removes in slices)."""
 
-    keep: float
+    keep: float | None = None
 
 
 class JobQuery(Request, frozen=True, kw_only=True, tag="job"):

@@ -294,17 +294,18 @@ def _keep_seconds(text: str) -> float:
 
 
 @ledger.command("compact")
-@click.option("--keep", default="30d", show_default=True, metavar="AGE", help="Keep events younger than this (30d, 12h, 0 for none).")
+@click.option("--keep", default=None, metavar="AGE", help="Keep events younger than this (30d, 12h, 0 for none; default: [ledger] keep, 30d).")
 @endpoint_option
 @json_option
 @handle_errors
 def ledger_compact(keep, endpoint, as_json):
-    """Remove old events from the ledger, through the running coordinator: it saves a
-    registry snapshot first, then removes events that snapshot covers and that are older
-    than --keep, in short slices while it keeps serving. Sessions, claims, merge holds,
-    gate state and the token counter stay exactly as they were, across restarts too;
-    unfinished plans and the newest build hash per target are kept. Freed space is
-    reused by later events (the file does not shrink).
+    """Remove old events from the ledger now, through the running coordinator (which
+    also applies [ledger] keep and max_size by itself): it saves a registry snapshot
+    first, then removes events that snapshot covers and that are older than --keep, in
+    short slices while it keeps serving, then returns the freed space to the file
+    system. Sessions, claims, merge holds, gate state and the token counter stay exactly
+    as they were, across restarts too; unfinished plans, the merge queue's landings and
+    the newest build hash per target are kept.
 
     \b
     Examples:
@@ -313,8 +314,8 @@ def ledger_compact(keep, endpoint, as_json):
     """
     from agents.oneshot import open_connection, resolve_endpoint
 
-    seconds = _keep_seconds(keep)
-    if not seconds >= 0:
+    seconds = None if keep is None else _keep_seconds(keep)
+    if seconds is not None and not seconds >= 0:
         raise Failure("bad_request", f"--keep {keep}: must be 0 or more", EXIT_USAGE)
     with open_connection(resolve_endpoint(discovery.locate(), endpoint)) as conn:
         reply = conn.request(m.Compact(keep=seconds), timeout=COMPACT_TIMEOUT_S)
