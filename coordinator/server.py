@@ -111,6 +111,7 @@ HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch
 GATHER_BELOW = 32  # batches this small are a trickle
 QUIET_BEFORE_GATHER = 1.0  # seconds without a request before heartbeats may gather
 CHECKPOINT_INTERVAL = 2.0
+WAL_RESTART_FRAMES = 16_384  # WAL frames (64 MiB of 4 KiB pages) past which a checkpoint makes it start over
 STORAGE_RETRY_FIRST = 0.25  # seconds before the first retry of an unwritable ledger
 STORAGE_RETRY_MAX = 5.0
 CONVERT_AT_START_BELOW = 256 * 1024 * 1024  # an older ledger this small is made able to return space at start
@@ -167,6 +168,7 @@ class Server:
         self._turn = trio.Lock()
         self._compacting = trio.Lock()  # one compaction at a time (by hand or by the policy)
         self._size_pass_failed_at = -1  # pages in use when a size pass last removed nothing
+        self._retention = {"compacting": "", "removed": 0, "compactions": 0, "last": {}}  # for status
         self._storage_error: str | None = None  # why the ledger cannot be written, while it cannot
         self._storage_since = 0.0
         self._recovering = False
@@ -278,6 +280,7 @@ class Server:
             "pids_watched": len(self._pids),
             **({"integration": msgspec.to_builtins(self.refs.index.statistics())} if self.refs else {}),
             "receive_batches": self._batches,
+            "retention": {"keep_s": self.settings.ledger_keep, "max_size": self.settings.ledger_max_size, **self._retention},
             **({"remote": self._remote.statistics()} if self._remote is not None else {}),
             **({"workers": self._workers.statistics(trio.current_time())} if self._workers is not None else {}),
             "replies": self._replies.statistics(),
@@ -549,8 +552,12 @@ class Server:
             moved, last = self.ledger.transactions != last, self.ledger.transactions
             try:
                 if moved:
-                    await trio.to_thread.run_sync(self.ledger.checkpoint)
+                    done = await trio.to_thread.run_sync(self.ledger.checkpoint)
                     truncated = False
+                    if done.wal_frames > WAL_RESTART_FRAMES:
+                        # Writes never paused long enough for the WAL to start over
+                        # (compaction under load): copy the last frames and make it.
+                        await trio.to_thread.run_sync(lambda: self.ledger.checkpoint(restart=True))
                 elif not truncated and not self._compacting.locked():
                     # Idle for a whole interval: empty the WAL file (it keeps its largest
                     # size otherwise, up to journal_size_limit) and let a vacuumed file shrink.
@@ -697,7 +704,15 @@ class Server:
                 await self._save_snapshot()
                 upto = self._snapshot_at
             limit = upto if below is None else min(upto, below)
-            removed = await self._in_slices(lambda rows: self.ledger.remove_slice(limit, before, rows), Pacer(100, 10, 20_000))
+            started = time.perf_counter()
+            self._retention["compacting"] = by or "by hand"
+            try:
+                removed = await self._in_slices(lambda rows: self.ledger.remove_slice(limit, before, rows), Pacer(100, 10, 20_000))
+            finally:
+                self._retention["compacting"] = ""
+            self._retention["removed"] += removed
+            self._retention["compactions"] += 1
+            self._retention["last"] = {"by": by or "by hand", "removed": removed, "upto": upto, "seconds": round(time.perf_counter() - started, 3)}
             if removed:
                 log.info("ledger compacted%s: %d events removed (covered by the snapshot at %d)", f" ({by})" if by else "", removed, upto)
                 record = LedgerCompacted(removed=removed, upto=upto, before=round(before, 3), by=by)

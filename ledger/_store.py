@@ -21,7 +21,10 @@ transaction:
 * Auto-checkpoint is off.  The owner calls ``checkpoint()`` periodically, from a
   worker thread; it runs a PASSIVE checkpoint on a second connection, so it never
   blocks (or is blocked by) an append running in another thread; when idle,
-  ``checkpoint(truncate=True)`` empties the WAL file.
+  ``checkpoint(truncate=True)`` empties the WAL file; under a continuous stream of
+  writes a PASSIVE checkpoint never catches up with the last frame, so the WAL is never
+  restarted and grows: ``checkpoint(restart=True)`` (after a PASSIVE one has copied
+  nearly everything) makes the next write start it over.
 * Space: a new ledger is created with ``auto_vacuum=INCREMENTAL``; after ``compact``,
   ``vacuum_slice`` returns free pages to the file system a few at a time (the file
   shrinks at the next complete checkpoint).  An older ledger is converted once by
@@ -686,7 +689,7 @@ class Ledger(LedgerReader):
         WAL has new frames to checkpoint when this moved.  Never waits."""
         return self._transactions
 
-    def checkpoint(self, *, truncate: bool = False) -> Checkpoint:
+    def checkpoint(self, *, truncate: bool = False, restart: bool = False) -> Checkpoint:
         """Run ``PRAGMA wal_checkpoint(PASSIVE)`` on a second connection.
 
         Meant for a worker thread while appends run in another: PASSIVE neither
@@ -695,7 +698,9 @@ class Ledger(LedgerReader):
         ``truncate=True`` runs TRUNCATE instead, for when the writer is idle: it
         waits for the writer and readers (``TRUNCATE_WAIT_MS``, then it reports
         ``busy``), holds new writers back while it copies, and leaves a WAL file of
-        zero bytes.
+        zero bytes.  ``restart=True`` runs RESTART: the same, except the file keeps its
+        size (``journal_size_limit`` trims it), for a WAL that writes never let rest;
+        run right after a PASSIVE one, it has only the last few frames to copy.
         """
         with self._ckpt_lock:
             if self._closed:
@@ -708,14 +713,13 @@ class Ledger(LedgerReader):
                         isolation_level=None,
                         check_same_thread=False,
                     )
-                if truncate:  # it holds new writers back while it waits: wait briefly
+                mode = "TRUNCATE" if truncate else "RESTART" if restart else "PASSIVE"
+                if mode != "PASSIVE":  # it holds new writers back while it waits: wait briefly
                     self._ckpt_conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS:d}")
                 try:
-                    busy, log, done = self._ckpt_conn.execute(
-                        f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})"
-                    ).fetchone()
+                    busy, log, done = self._ckpt_conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
                 finally:
-                    if truncate:
+                    if mode != "PASSIVE":
                         self._ckpt_conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000):d}")
             except sqlite3.Error as e:
                 raise LedgerError(f"checkpoint of ledger {self._path} failed: {e}") from e
