@@ -703,11 +703,15 @@ class Server:
             async with self._turn:
                 await self._save_snapshot()
                 upto = self._snapshot_at
-            limit = upto if below is None else min(upto, below)
+            # Only events older than ``before`` go: bound the slices' scan by the first
+            # younger one (without it the last slice reads every younger row, holding
+            # the write lock: seconds on a big ledger).
+            younger = await trio.to_thread.run_sync(self.ledger.first_id_at, before)
+            limit = min(upto, younger, upto if below is None else below)
             started = time.perf_counter()
             self._retention["compacting"] = by or "by hand"
             try:
-                removed = await self._in_slices(lambda rows: self.ledger.remove_slice(limit, before, rows), Pacer(100, 10, 20_000))
+                removed = await self._in_slices(lambda rows: self.ledger.remove_slice(limit, before, rows), Pacer(20, 10, 20_000))
             finally:
                 self._retention["compacting"] = ""
             self._retention["removed"] += removed
@@ -717,7 +721,7 @@ class Server:
                 log.info("ledger compacted%s: %d events removed (covered by the snapshot at %d)", f" ({by})" if by else "", removed, upto)
                 record = LedgerCompacted(removed=removed, upto=upto, before=round(before, 3), by=by)
                 await self.apply(lambda now: self.core.note(record, now))
-                freed = await self._in_slices(self.ledger.vacuum_slice, Pacer(256, 16, 50_000))
+                freed = await self._in_slices(self.ledger.vacuum_slice, Pacer(16, 4, 50_000))
                 if freed:
                     log.info("ledger: %d free pages returned to the file system", freed)
             return removed, upto

@@ -617,6 +617,28 @@ class Ledger(LedgerReader):
             conn.close()
         return row[0] if row else None
 
+    def first_id_at(self, ts: float) -> int:
+        """The id of the oldest event appended at or after wall-clock time ``ts`` (one
+        past the newest if none was), found by bisecting ids on a private read
+        connection: ``ts`` follows ``id`` (both grow with each append), and ``ts`` has no
+        index, so a query for it would read the whole table.  Bounds what ``compact``
+        looks at when only old events go."""
+        conn = _connect_readonly(self._path)
+        try:
+            low, high = conn.execute("SELECT coalesce(min(id), 1), coalesce(max(id), 0) + 1 FROM events").fetchone()
+            while low < high:  # the answer is in [low, high]
+                middle = (low + high) // 2
+                row = conn.execute("SELECT id, ts FROM events WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
+                if row is None or row[1] >= ts:
+                    high = middle
+                else:
+                    low = row[0] + 1
+            return low
+        except sqlite3.Error as e:
+            raise LedgerError(f"reading ledger {self._path}: {e}") from e
+        finally:
+            conn.close()
+
     def count(self) -> int:
         """How many events the ledger holds, counted on a private read connection (a
         count of millions of rows takes a while: appends must not wait for it)."""

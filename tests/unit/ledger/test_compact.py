@@ -108,3 +108,18 @@ def test_an_older_ledger_is_converted_once_to_return_space(tmp_path):
         assert led.convert_to_incremental() is True
         assert led.space().incremental and led.convert_to_incremental() is False
         assert led.count() == 1000 and led.append([rec.Notice(message="next")], epoch=1) == [1001]
+
+
+def test_the_first_event_at_a_time_is_found_by_bisecting_ids(tmp_path):
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        assert led.first_id_at(time.time()) == 1  # empty: one past the newest
+        stamps = []
+        for i in range(40):
+            led.append([rec.Notice(message=str(i))], epoch=1)
+            stamps.append(led.tail(1)[0].ts)
+        assert sum(led.compact(10, time.time() + 1)) == 9  # a gap at the start: ids 1-9 gone
+        assert led.first_id_at(0) == 10
+        for i in (12, 25, 40):
+            assert led.first_id_at(stamps[i - 1]) <= i and stamps[led.first_id_at(stamps[i - 1]) - 1] == stamps[i - 1]
+        assert led.first_id_at(time.time() + 60) == 41
