@@ -104,7 +104,8 @@ class Week:
             held: list[str] = []
             for k in range(per_agent):
                 t += step
-                module = f"src/project/{('core', 'api', 'cli', 'store', 'web')[a % 5]}/module_{rnd.randrange(400):03d}.py"
+                # each agent works in its own files (the gate would refuse the others')
+                module = f"src/project/{('core', 'api', 'cli', 'store', 'web')[a % 5]}/a{a:02d}_module_{rnd.randrange(400):03d}.py"
                 if self.token > self.reserved:
                     self.reserved = self.token + 999
                     put(t, rec.TokensReserved(upto=self.reserved))
