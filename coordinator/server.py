@@ -558,7 +558,8 @@ class Server:
                         # Writes never paused long enough for the WAL to start over
                         # (compaction under load): copy the last frames and make it.
                         await trio.to_thread.run_sync(lambda: self.ledger.checkpoint(restart=True))
-                elif not truncated and not self._compacting.locked():
+                elif not truncated and not self._compacting.locked() and self._storage_error is None:
+                    # (while the ledger cannot be written, _recover_storage checkpoints)
                     # Idle for a whole interval: empty the WAL file (it keeps its largest
                     # size otherwise, up to journal_size_limit) and let a vacuumed file shrink.
                     done = await trio.to_thread.run_sync(lambda: self.ledger.checkpoint(truncate=True))
