@@ -58,18 +58,26 @@ def deny(reason: str) -> HookOutcome:
 
 
 def pre_tool_use(event: dict, decide) -> HookOutcome:
-    """``decide(agent, path) -> (verdict, reason)`` asks the coordinator."""
+    """``decide(agent, path) -> (verdict, reason[, context])`` asks the coordinator;
+    ``context``: the agent's messages and tasks not shown yet (agents/inbox.py), which
+    go to the model with the answer."""
     path = target_path(event)
     if event.get("tool_name") not in WRITING_TOOLS or not path:
         return HookOutcome(0)
-    verdict, reason = decide(agent_for(event), path)
+    verdict, reason, *more = decide(agent_for(event), path)
+    context = more[0] if more else ""
     if verdict == "block":
-        return deny(f"lockstep: {reason}")
-    if verdict == "warn":
+        return deny(f"lockstep: {reason}" + (f"\n{context}" if context else ""))
+    document: dict = {}
+    if verdict == "warn":  # the warning the client shows (systemMessage, and to the model)
         from agents.toolwrites import warn
 
-        return HookOutcome(0, stdout=warn("claude", f"lockstep: {reason}", "PreToolUse").stdout)
-    return HookOutcome(0)
+        document = json.loads(warn("claude", f"lockstep: {reason}", "PreToolUse").stdout)
+    if context:  # the inbox joins the same answer, after the warning's context
+        from agents.inbox import with_context
+
+        document = with_context(document, "PreToolUse", context)
+    return HookOutcome(0, stdout=json.dumps(document)) if document else HookOutcome(0)
 
 
 def post_tool_use(event: dict, verify_write) -> HookOutcome:
@@ -89,7 +97,7 @@ def post_tool_use(event: dict, verify_write) -> HookOutcome:
     return HookOutcome(2, stderr=f"lockstep: the write to {path} did not land as written: {reason}")
 
 
-Decide = Callable[[str, str], "tuple[str, str]"]  # (agent, path) -> (verdict, reason)
+Decide = Callable[[str, str], "tuple[str, ...]"]  # (agent, path) -> (verdict, reason[, context])
 VerifyWrite = Callable[[str, str, str], "tuple[bool, str]"]  # (agent, path, sha256) -> (passed, reason)
 
 
@@ -121,10 +129,11 @@ def failed(exc: BaseException | str, kind: object, fail_closed: bool) -> HookOut
     return HookOutcome(0, stdout=answer.stdout)
 
 
-def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -> tuple[str, str]:
+def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -> tuple[str, str, str]:
     """Ask the coordinator whether ``agent`` may write ``path`` (as the editor gave it,
-    relative to ``cwd``): ``(verdict, reason)``.  A path outside the repository is
-    nobody's business: allowed."""
+    relative to ``cwd``): ``(verdict, reason, context)``, ``context`` being the agent's
+    messages and tasks not shown yet.  A path outside the repository is nobody's
+    business: allowed."""
     from agents.oneshot import open_oneshot
     from agents.paths import repo_relative
     from protocol.discovery import locate
@@ -133,10 +142,15 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
         # An editor names one concrete file: its '[', '*' or '?' are part of the name.
         target = repo_relative(path, locate(cwd), cwd, literal=True)
     except PeerError:
-        return "allow", "outside the repository"
+        return "allow", "outside the repository", ""
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
         decision = session.intent([target])
-    return decision.verdict, decision.reason
+        context = ""
+        if decision.inbox:  # something waits for the agent: shown with this answer
+            from agents.inbox import fetch
+
+            context = fetch(session, "PreToolUse")
+    return decision.verdict, decision.reason, context
 
 
 class HookInputError(LockstepError):

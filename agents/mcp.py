@@ -145,6 +145,40 @@ TOOLS: list[dict[str, Any]] = [
             "required": ["job", "verdict", "reason"],
         },
     },
+    {
+        "name": "tasks",
+        "description": "Open tasks for you and for anyone (queued by rules or people): id, task, state, who took it, and why it was queued.",
+        "inputSchema": _arguments({"all": {"type": "boolean", "description": "finished tasks too"}}),
+        "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array"}, "message": {"type": "string"}}, "required": ["tasks"]},
+    },
+    {
+        "name": "take_task",
+        "description": "Take task `id`: it is yours to do. Refused (isError) when another agent took it or it is done.",
+        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1}}, ("id",)),
+        "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array"}, "message": {"type": "string"}}, "required": ["tasks", "message"]},
+    },
+    {
+        "name": "finish_task",
+        "description": "Mark task `id` done (yours, or one nobody took), with an optional note.",
+        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1}, "note": {"type": "string"}}, ("id",)),
+        "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array"}, "message": {"type": "string"}}, "required": ["tasks", "message"]},
+    },
+    {
+        "name": "send",
+        "description": "Send a short message to another agent: it is shown to it at its next turn or write, and in its inbox.",
+        "inputSchema": _arguments({"to": {"type": "string", "minLength": 1}, "text": {"type": "string", "minLength": 1}}, ("to", "text")),
+        "outputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "message": {"type": "string"}}, "required": ["to", "message"]},
+    },
+    {
+        "name": "inbox",
+        "description": "Your messages and tasks not shown to you yet (then they count as shown); `all`: recent ones already shown too.",
+        "inputSchema": _arguments({"all": {"type": "boolean"}}),
+        "outputSchema": {
+            "type": "object",
+            "properties": {"agent": {"type": "string"}, "messages": {"type": "array"}, "tasks": {"type": "array"}},
+            "required": ["agent", "messages", "tasks"],
+        },
+    },
 ]
 _BY_NAME = {tool["name"]: tool for tool in TOOLS}
 

@@ -116,7 +116,7 @@ def warn(client: str, message: str, event_name: str | None = None) -> Answer:
     return Answer(0, json.dumps(document))
 
 
-Decide = Callable[[list[str]], "tuple[str, str]"]  # repo-relative escaped paths -> (verdict, reason)
+Decide = Callable[[list[str]], "tuple[str, ...]"]  # repo-relative escaped paths -> (verdict, reason[, context])
 
 
 def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str], "str | None"]) -> Answer:
@@ -128,11 +128,14 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
     if not patterns:
         return Answer(0, "{}")
-    verdict, reason = decide(patterns)
+    verdict, reason, *more = decide(patterns)
+    context = more[0] if more else ""  # the agent's messages and tasks not shown yet
     if verdict == "block":
-        return deny(client, f"lockstep: {reason}")
+        return deny(client, f"lockstep: {reason}" + (f"\n{context}" if context else ""))
     if verdict == "warn":
-        return warn(client, f"lockstep: {reason}", CLIENT_EVENTS[client] if client != "gemini" else None)
+        return warn(client, f"lockstep: {reason}" + (f"\n{context}" if context else ""), CLIENT_EVENTS[client] if client != "gemini" else None)
+    if context:
+        return warn(client, context, CLIENT_EVENTS[client])
     return Answer(0, "{}")
 
 
@@ -179,7 +182,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
         if kind in turns.TURN_ENDS[client]:
             return Answer(0, turns.turn_end(client, agent_for(client, event), event, endpoint))
         if kind in turns.TURN_STARTS[client]:
-            return Answer(0, turns.turn_start(agent_for(client, event), event, endpoint))
+            return Answer(0, turns.turn_start(agent_for(client, event), event, endpoint, client))
         return Answer(0, "{}")
     except Exception as exc:  # noqa: BLE001 - every failure gets an answer the client shows
         from agents.oneshot import CoordinatorUnreachable, RequestFailed
@@ -277,6 +280,11 @@ def _decider(client: str, event: dict, endpoint: str | None) -> Decide:
 
         with open_oneshot(agent_for(client, event), cwd=str(event.get("cwd") or os.getcwd()), endpoint=endpoint) as session:
             decision = session.intent(patterns)
-        return decision.verdict, decision.reason
+            context = ""
+            if decision.inbox:  # something waits for the agent: shown with this answer
+                from agents.inbox import fetch
+
+                context = fetch(session, CLIENT_EVENTS[client])
+        return decision.verdict, decision.reason, context
 
     return decide

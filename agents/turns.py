@@ -91,15 +91,20 @@ def _commit_of(worktree: str) -> tuple[str, str, str]:
     return head_branch(worktree) or "", read_head(worktree) or "", head_tree(worktree)
 
 
-def turn_start(agent: str, event: dict, endpoint: str | None) -> str:
+def turn_start(agent: str, event: dict, endpoint: str | None, client: str = "claude") -> str:
+    """Tell the coordinator a turn starts; the answer puts the agent's messages and
+    tasks not shown yet in the model's context (agents/inbox.py)."""
+    from agents.inbox import fetch, with_context
     from agents.oneshot import open_oneshot
     from protocol import messages as m
 
     cwd = str(event.get("cwd") or os.getcwd())
     _, tree = _content(cwd)
+    event_name = str(event.get("hook_event_name") or "UserPromptSubmit")
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
         session.call(lambda s: m.TurnStart(session=s, tree=tree))
-    return "{}"
+        context = fetch(session, event_name)
+    return json.dumps(with_context({}, event_name, context)) if context else "{}"
 
 
 def turn_end(client: str, agent: str, event: dict, endpoint: str | None) -> str:

@@ -42,6 +42,7 @@ from .effects import (
     UnwatchPid,
     WatchPid,
 )
+from .inbox import Inbox
 from .integration import Change, IntegrationIndex, stale_text
 from .landgate import land_stop
 from .registry import Agent, ClaimEntry, Registry, Snapshot
@@ -113,6 +114,14 @@ class Core:
             record=self._record,
             publish=self._publish,
             session=self._session,
+        )
+        self.inbox = Inbox(
+            self.out,
+            registry=lambda: self.registry,
+            record=self._record,
+            publish=self._publish,
+            session=self._session,
+            check_name=check_agent_name,
         )
         self._counts = dict.fromkeys(CoreStatistics.__struct_fields__, 0)
         # session -> req -> (peer, request, answer): a request retried after a timeout
@@ -311,6 +320,12 @@ class Core:
         self._advance(now)
         responses = self.gates.decide_rules(job, findings, rules, now)
         return RuleDecisions(responses, self._flush())
+
+    def queue_task(self, agent: str | None, task: str, because: str, now: float) -> list[Effect]:
+        """A rule's ``queue_task`` response: a task for ``agent`` (coordinator/inbox.py)."""
+        self._advance(now)
+        self.inbox.queue_task(agent, task, because, by="rule")
+        return self._flush()
 
     def note(self, record: Record, now: float) -> list[Effect]:
         """Record and publish something a job did (a rule's response, a plan transition)."""
@@ -944,6 +959,7 @@ class Core:
             conflicts=conflicts,
             stale=stale,
             conflicts_total=total,
+            inbox=self.inbox.waiting(agent.name),
         )
         self._record(
             rec.IntentDecided(
@@ -1128,6 +1144,9 @@ class Core:
         m.TurnStart: lambda core, peer, msg, now: core.gates.on_turn(peer, msg, now),
         m.PlanRun: lambda core, peer, msg, now: core.gates.on_plan_run(peer, msg, now),
         m.Land: _on_land,
+        m.Tasks: lambda core, peer, msg, now: core.inbox.on_tasks(peer, msg, now),
+        m.SendText: lambda core, peer, msg, now: core.inbox.on_send(peer, msg, now),
+        m.InboxQuery: lambda core, peer, msg, now: core.inbox.on_inbox(peer, msg, now),
     }
 
 
@@ -1171,7 +1190,7 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 
 # Requests whose retry must not act twice (a second grant, a second job).
-_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land})
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land, m.Tasks, m.SendText, m.InboxQuery})
 
 
 def check_agent_name(name: str) -> None:

@@ -422,8 +422,9 @@ class JobRunner:
                 return f"blocked {agent} until its next passing verify run"
             case "queue_task":
                 target = params.get("agent") or agent
-                await self._apply(lambda now: self._core.note(rec.TaskQueued(agent=target, task=params.get("task"), because=response.finding), now))
-                return f"queued a task for {target}"
+                task = str(params.get("task") or message)
+                await self._apply(lambda now: self._core.queue_task(target, task, response.finding, now))
+                return f"queued a task for {target or 'anyone'}: {task}"
         return f"unknown action {response.action}"
 
     # ------------------------------------------------------------------ scheduled probes

@@ -93,6 +93,33 @@ class VerifyOutcome(msgspec.Struct, frozen=True):
     tree: str = ""  # the content id it ran on ("" unknown)
 
 
+class TaskEntry(msgspec.Struct, kw_only=True):
+    """A task (``task.queued``): for ``agent`` (None: anyone), ``queued`` -> ``taken`` (by
+    ``by``) -> ``done``.  ``delivered``: shown to its agent already (an inbox)."""
+
+    id: int
+    task: str
+    agent: str | None = None
+    because: str = ""
+    queued_by: str = ""
+    state: str = "queued"  # "queued" | "taken" | "done"
+    by: str | None = None  # who took it
+    delivered: bool = False
+
+
+class MessageEntry(msgspec.Struct, kw_only=True):
+    """A message to ``to`` (``message.sent``); ``delivered`` once shown to it."""
+
+    id: int
+    to: str
+    text: str
+    sender: str = ""
+    delivered: bool = False
+
+
+TASKS_KEPT = 500  # finished tasks remembered (the ledger keeps them all)
+MESSAGES_KEPT = 50  # per agent: delivered messages remembered for ``inbox``
+
 PASSED_TREES_KEPT = 32  # per agent: the contents its newest passing verify runs ran on
 LANDED_HEADS_KEPT = 4096  # branch commits known to have landed (the [land] required gate asks)
 REPORTED_KEPT = 64  # per agent and turn: states its stops already reported
@@ -163,6 +190,10 @@ class Snapshot(msgspec.Struct, frozen=True):
     landed_heads: dict[str, str] = {}
     turn_reported: dict[str, dict[str, str]] = {}
     open_landings: dict[str, tuple[str, str]] = {}
+    tasks: list[TaskEntry] = []
+    messages: list[MessageEntry] = []
+    task_counter: int = 0
+    message_counter: int = 0
 
 
 SNAPSHOT_FORMAT = 1
@@ -211,6 +242,11 @@ class Registry:
     # Released paths whose commits have not reached the integration branch (mergeholds.py).
     merge_holds: PatternIndex = field(default_factory=PatternIndex)
     merge_holds_by_path: dict[str, MergeHold] = field(default_factory=dict)
+    # Tasks and messages for agents (coordinator/inbox.py), by id.
+    tasks: dict[int, TaskEntry] = field(default_factory=dict)
+    messages: dict[int, MessageEntry] = field(default_factory=dict)
+    task_counter: int = 0
+    message_counter: int = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -273,6 +309,10 @@ class Registry:
             landed_heads=dict(self.landed_heads),
             turn_reported={agent: dict(keys) for agent, keys in self.turn_reported.items()},
             open_landings=dict(self.open_landings),
+            tasks=[msgspec.structs.replace(t) for t in self.tasks.values()],
+            messages=[msgspec.structs.replace(x) for x in self.messages.values()],
+            task_counter=self.task_counter,
+            message_counter=self.message_counter,
             merge_holds=[
                 SnapshotMergeHold(h.path.text, h.holder, h.branch, list(h.commits), h.target)
                 for h in self.merge_holds_by_path.values()
@@ -304,6 +344,10 @@ class Registry:
             landed_heads=dict(snap.landed_heads),
             turn_reported={agent: dict(keys) for agent, keys in snap.turn_reported.items()},
             open_landings={job: tuple(landing) for job, landing in snap.open_landings.items()},
+            tasks={t.id: msgspec.structs.replace(t) for t in snap.tasks},
+            messages={x.id: msgspec.structs.replace(x) for x in snap.messages},
+            task_counter=snap.task_counter,
+            message_counter=snap.message_counter,
         )
         for a in snap.agents:
             seen = now - a.seen_ago - downtime if timed else now
@@ -393,6 +437,8 @@ class Registry:
             case rec.StopDecided():
                 if record.verdict == "block" and record.tree:
                     self.report(record.agent, f"tree {record.tree}", record.reason)
+            case rec.TaskQueued() | rec.TaskTaken() | rec.TaskDone() | rec.MessageSent() | rec.InboxDelivered():
+                self._inbox(record)
             case rec.MergeHeld():
                 for path, commits in record.paths.items():
                     self._add_merge_hold(MergeHold(Pattern.parse(path), record.agent, record.branch, tuple(commits), record.target))
@@ -539,6 +585,46 @@ class Registry:
         else:
             self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
 
+    def _inbox(self, record: Record) -> None:
+        """Tasks and messages: their state is exactly these records (coordinator/inbox.py)."""
+        match record:
+            case rec.TaskQueued():
+                number = record.id or self.task_counter + 1
+                self.task_counter = max(self.task_counter, number)
+                self.tasks[number] = TaskEntry(
+                    id=number, task=record.task or "", agent=record.agent, because=record.because, queued_by=record.by
+                )
+            case rec.TaskTaken():
+                task = self.tasks.get(record.id)
+                if task is not None and task.state == "queued":
+                    task.state, task.by = "taken", record.agent
+            case rec.TaskDone():
+                task = self.tasks.get(record.id)
+                if task is not None and task.state != "done":
+                    task.state, task.by = "done", task.by or record.agent
+                    finished = [t.id for t in self.tasks.values() if t.state == "done"]
+                    for old in finished[: max(0, len(finished) - TASKS_KEPT)]:
+                        del self.tasks[old]
+            case rec.MessageSent():
+                self.message_counter = max(self.message_counter, record.id)
+                self.messages[record.id] = MessageEntry(id=record.id, to=record.agent or "", text=record.text, sender=record.sender)
+            case rec.InboxDelivered():
+                for number in record.messages:
+                    if (message := self.messages.get(number)) is not None:
+                        message.delivered = True
+                for number in record.tasks:
+                    if (task := self.tasks.get(number)) is not None:
+                        task.delivered = True
+                seen = [x.id for x in self.messages.values() if x.to == record.agent and x.delivered]
+                for old in seen[: max(0, len(seen) - MESSAGES_KEPT)]:
+                    del self.messages[old]
+
+    def undelivered(self, name: str) -> tuple[list[MessageEntry], list[TaskEntry]]:
+        """What ``name`` has not been shown yet: messages to it, and queued tasks for it."""
+        messages = [x for x in self.messages.values() if x.to == name and not x.delivered]
+        tasks = [t for t in self.tasks.values() if t.agent == name and t.state == "queued" and not t.delivered]
+        return messages, tasks
+
     def running_verify(self, agent: str) -> str | None:
         """The job id of a verify run of ``agent`` that has not finished, if any."""
         return next((job for job, (name, _) in self.verify_marks.items() if name == agent), None)
@@ -613,5 +699,6 @@ STATE_KINDS = frozenset(
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
         rec.RuleDecided, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,
         rec.LandQueued, rec.LandLanded, rec.LandRefused, rec.StopDecided,
+        rec.TaskQueued, rec.TaskTaken, rec.TaskDone, rec.MessageSent, rec.InboxDelivered,
     )
 )  # fmt: skip

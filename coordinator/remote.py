@@ -188,6 +188,9 @@ class RemoteGate:
         if isinstance(message, m.WorkerReady) and message.agent != name:
             return self._forbidden(message, name, f"the key of {name} may not run {message.agent}'s probes")
         session = getattr(message, "session", None)
+        sends = isinstance(message, m.SendText) or (isinstance(message, m.Tasks) and message.op != "list")
+        if sends and session is None:  # a message or task with no sender is the operator's
+            return self._forbidden(message, name, f"{name} sends and queues as itself: with its session")
         if session is not None:
             agent = registry.sessions.get(session)
             if agent is not None and agent.name != name:

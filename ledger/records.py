@@ -503,11 +503,55 @@ class PeerCutOff(Record, frozen=True, kw_only=True):
     budget: int
 
 
+# ---------------------------------------------------------------- tasks and messages (coordinator/inbox.py)
+
+
 class TaskQueued(Record, frozen=True, kw_only=True):
+    """A task for ``agent`` (None: anyone), queued by a rule or a person."""
+
     KIND: ClassVar[str] = "task.queued"
 
     task: str | None = None
     because: str = ""
+    id: int = 0  # 0 in ledgers written before tasks had ids: replay numbers them in order
+    by: str = ""  # who queued it: a rule's finding says ``because``; a person's name here
+
+
+class TaskTaken(Record, frozen=True, kw_only=True):
+    """``agent`` took task ``id``: it is theirs to do."""
+
+    KIND: ClassVar[str] = "task.taken"
+
+    id: int
+
+
+class TaskDone(Record, frozen=True, kw_only=True):
+    """``agent`` finished task ``id``."""
+
+    KIND: ClassVar[str] = "task.done"
+
+    id: int
+    note: str = ""
+
+
+class MessageSent(Record, frozen=True, kw_only=True):
+    """A short message to ``agent`` from ``sender`` ("" : the operator)."""
+
+    KIND: ClassVar[str] = "message.sent"
+
+    id: int
+    text: str
+    sender: str = ""
+
+
+class InboxDelivered(Record, frozen=True, kw_only=True):
+    """Messages and tasks were shown to ``agent`` (a hook's context, ``inbox``): not again."""
+
+    KIND: ClassVar[str] = "inbox.delivered"
+
+    messages: list[int] = []
+    tasks: list[int] = []
+    via: str = ""  # what showed them: a hook event (UserPromptSubmit, PreToolUse), inbox, mcp
 
 
 # ---------------------------------------------------------------- plans (probes/plan.py)
@@ -583,7 +627,8 @@ CATALOGUE: tuple[type[Record], ...] = (
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, StopDecided, DoneDecided,
-    RuleDecided, RuleResponse, Notice, TaskQueued, PeerCutOff,
+    RuleDecided, RuleResponse, Notice, PeerCutOff,
+    TaskQueued, TaskTaken, TaskDone, MessageSent, InboxDelivered,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,
     PlanFinished, PlanFailed, PlanEscalated,

@@ -68,6 +68,7 @@ ERROR_CODES: dict[str, str] = {
     "revoked": "this peer's key was revoked (`lockstep keys revoke`); join again with a new invitation",
     "no_worker": "a check for a worktree on another host, and no worker runs there to run it",
     "not_found": "the named thing (e.g. a key) does not exist",
+    "refused": "understood and refused: e.g. a task another agent has taken, or one already done",
 }
 
 

@@ -325,6 +325,41 @@ class WorkerBye(Request, frozen=True, kw_only=True, tag="worker_bye"):
     reason: str = ""
 
 
+class Tasks(Request, frozen=True, kw_only=True, tag="tasks"):
+    """Tasks for agents (queued by a rule's ``queue_task``, or by hand): ``list`` them
+    (``agent``: that agent's and everyone's), ``take`` or finish (``done``) task ``id``
+    as the session's agent, or ``add`` one (``text``) for ``agent`` (None: anyone)."""
+
+    op: Literal["list", "take", "done", "add"] = "list"
+    agent: str | None = None
+    id: int = 0
+    text: str = ""  # add: the task; done: a note
+    session: str | None = None
+    all: bool = False  # list: finished tasks too
+
+
+class SendText(Request, frozen=True, kw_only=True, tag="send"):
+    """A short message to agent ``to``, shown to it at its next turn (its hooks) or
+    when it asks (``inbox``).  ``session``: the sender (none: the operator)."""
+
+    to: str
+    text: str
+    session: str | None = None
+
+
+class InboxQuery(Request, frozen=True, kw_only=True, tag="inbox"):
+    """The session's agent's messages and tasks not shown to it yet; answering marks them
+    shown (``inbox.delivered``).  ``all``: also recent messages already shown and every
+    open task of the agent."""
+
+    session: str
+    via: str = ""  # what shows them: a hook event name, "inbox", "mcp"
+    all: bool = False
+
+
+MAX_TEXT_BYTES = 4000  # a message's or a task's text, in UTF-8
+
+
 # ---------------------------------------------------------------------------- replies
 
 
@@ -389,6 +424,7 @@ class Decision(Reply, frozen=True, kw_only=True, tag="decision"):
     conflicts: list[Conflict] = []
     stale: list[StaleBase] = []
     conflicts_total: int = 0  # when more conflicts than listed: how many in all
+    inbox: int = 0  # messages and tasks waiting to be shown to the agent (ask with ``inbox``)
 
 
 class Released(Reply, frozen=True, kw_only=True, tag="released"):
@@ -539,6 +575,34 @@ class Landing(Reply, frozen=True, kw_only=True, tag="landing"):
     took: float = 0.0  # seconds from queued to verdict
 
 
+class TaskInfo(msgspec.Struct, frozen=True, kw_only=True):
+    id: int
+    task: str
+    agent: str | None = None  # whom it is for (None: anyone)
+    state: str = "queued"  # "queued" | "taken" | "done"
+    by: str | None = None  # who took it
+    because: str = ""  # the finding that queued it
+    queued_by: str = ""  # the person or agent that queued it by hand
+
+
+class MessageInfo(msgspec.Struct, frozen=True, kw_only=True):
+    id: int
+    text: str
+    sender: str = ""  # "" : the operator
+    delivered: bool = False  # shown before this reply
+
+
+class TasksReply(Reply, frozen=True, kw_only=True, tag="tasks_reply"):
+    tasks: list[TaskInfo] = []
+    message: str = ""
+
+
+class InboxReply(Reply, frozen=True, kw_only=True, tag="inbox_reply"):
+    agent: str
+    messages: list[MessageInfo] = []
+    tasks: list[TaskInfo] = []
+
+
 class Ok(Reply, frozen=True, kw_only=True, tag="ok"):
     message: str = ""
 
@@ -631,10 +695,10 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
     | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote | TurnStart
-    | WorkerReady | WorkerBeat | WorkProgress | WorkDone | WorkerBye
+    | WorkerReady | WorkerBeat | WorkProgress | WorkDone | WorkerBye | Tasks | SendText | InboxQuery
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
-    | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply
+    | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply | TasksReply | InboxReply
     | WorkerWelcome | Work | WorkerPing | WorkerDismissed
 )

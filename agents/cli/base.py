@@ -65,6 +65,9 @@ VERB_MODULES: dict[str, str] = {
     "join": "remote",
     "worker": "remote",
     "keys": "remote",
+    "tasks": "inbox",
+    "send": "inbox",
+    "inbox": "inbox",
 }
 
 

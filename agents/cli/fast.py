@@ -100,7 +100,7 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
     event = hooks.parse_event(text)
     cwd = event.get("cwd") or os.getcwd()
 
-    def decide(agent: str, path: str) -> tuple[str, str]:
+    def decide(agent: str, path: str) -> tuple[str, str, str]:
         return hooks.write_intent(agent, path, cwd, endpoint)
 
     def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:

@@ -330,7 +330,7 @@ def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
 @handle_errors
 def mcp_server(agent, endpoint, as_json):
     """Serve Lockstep's verbs as MCP tools on stdin/stdout (claim, release, intent,
-    status, verify, done, land), acting as one agent with paths relative to the current
+    status, verify, done, land, tasks, take_task, finish_task, send, inbox), acting as one agent with paths relative to the current
     directory. Register it with an MCP client as the command `lockstep mcp --agent NAME`.
     (Its output is always JSON-RPC; --json is accepted for symmetry.)
 
@@ -381,6 +381,19 @@ def mcp_server(agent, endpoint, as_json):
             if tool == "done":
                 gate = as_agent(lambda s: s.call(lambda sid: m.Done(session=sid)))
                 return plain(gate), gate.verdict != "pass"
+            if tool == "tasks":
+                reply = ask(endpoint, m.Tasks(op="list", agent=name, all=bool(args.get("all"))))
+                return {"tasks": plain(reply.tasks), "message": reply.message}, False
+            if tool in ("take_task", "finish_task"):
+                op = "take" if tool == "take_task" else "done"
+                reply = as_agent(lambda s: s.call(lambda sid: m.Tasks(op=op, id=args["id"], text=args.get("note", ""), session=sid)))
+                return {"tasks": plain(reply.tasks), "message": reply.message}, False
+            if tool == "send":
+                reply = as_agent(lambda s: s.call(lambda sid: m.SendText(to=args["to"], text=args["text"], session=sid)))
+                return {"to": args["to"], "message": reply.message}, False
+            if tool == "inbox":
+                reply = as_agent(lambda s: s.call(lambda sid: m.InboxQuery(session=sid, via="mcp", all=bool(args.get("all")))))
+                return {"agent": reply.agent, "messages": plain(reply.messages), "tasks": plain(reply.tasks)}, False
             if tool == "land":
                 from agents.land import land
 

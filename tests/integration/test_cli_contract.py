@@ -129,6 +129,13 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         subprocess.run(["git", "commit", "-qm", "landed"], cwd=repo.other, check=True)
         landing = run("lockstep land", "--agent", "bob", "--json", cwd=repo.other, rc=1)[0]  # the branch has no [checks]
         assert landing["verdict"] == "failed" and "no verify checks" in landing["reason"]
+        run("lockstep tasks", "add", "write the notes", "--to", "alice", "--json")
+        run("lockstep tasks", "take", "1", "--agent", "alice", "--json")
+        run("lockstep tasks", "take", "1", "--agent", "bob", "--json", rc=1, cwd=repo.other)
+        run("lockstep tasks", "done", "1", "--agent", "alice", "--json")
+        run("lockstep tasks", "--all", "--json")
+        run("lockstep send", "--to", "alice", "hello", "--json")
+        run("lockstep inbox", "--agent", "alice", "--all", "--json")
         run("lockstep plan run", "PLAN.toml", "--json")
         run("lockstep plan status", "--json")
         run("lockstep guard install", "--json")

@@ -109,6 +109,11 @@ SAMPLES: list[rec.Record] = [
     rec.RuleResponse(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"], outcome="asked a to retry"),
     rec.Notice(agent=None, message="endpoint failing", operator=True),
     rec.TaskQueued(agent="b", task="fix the build", because="build produced nothing"),
+    rec.TaskQueued(agent=None, task="restart the api", id=2, by="operator"),
+    rec.TaskTaken(agent="b", session="1.2", id=2),
+    rec.TaskDone(agent="b", session="1.2", id=2, note="restarted"),
+    rec.MessageSent(agent="b", id=1, text="take the docs", sender="a"),
+    rec.InboxDelivered(agent="b", session="1.2", messages=[1], tasks=[1], via="UserPromptSubmit"),
     rec.PeerCutOff(agent="a", session="1.2", peer="00e1f2", replies=40, bytes=17_000_000, budget=16_777_216),
     *(cls(agent="a", **_transition(kind)) for kind, cls in rec.PLAN_TRANSITIONS.items()),
 ]

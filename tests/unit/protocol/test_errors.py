@@ -38,6 +38,7 @@ EXPECTED = {
     "revoked": EXIT_REFUSED,
     "no_worker": EXIT_REFUSED,
     "not_found": EXIT_REFUSED,
+    "refused": EXIT_REFUSED,  # e.g. a task another agent took
 }
 
 
