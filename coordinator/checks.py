@@ -232,6 +232,20 @@ class Gates:
         result_type = rec.VerifyResult if kind == "verify" else rec.ProbeResult
         self._record(result_type(agent=agent, job=job, **result))
         self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
+        if result.get("verdict") == "pass":
+            self._resolve(agent, str(result.get("name", "")))
+
+    def _resolve(self, agent: str | None, probe: str) -> None:
+        """``probe`` passed: findings of it that rules answered are resolved (said once
+        to the operator for a notify), and answered again if they come back."""
+        by_rule: dict[tuple[str, str, str], list[str]] = {}
+        for standing in self.registry.repair.standing_for(agent, probe):
+            by_rule.setdefault((standing.rule, standing.action, standing.finding), []).append(standing.probe)
+        for (rule, action, finding), probes in by_rule.items():
+            self.note(rec.RuleResolved(agent=agent, rule=rule, action=action, finding=finding, probes=probes))
+            if action == "notify":
+                whose = f" for {agent}" if agent else ""
+                self.note(rec.Notice(agent=agent, message=f"resolved: {finding} ({', '.join(probes)}){whose}", operator=True))
 
     def job_finished(self, job: str, kind: str, gate: m.Gate) -> None:
         data = {"job": job, "kind": kind, "verdict": gate.verdict, "reason": gate.reason, "responses": gate.responses}
@@ -242,14 +256,19 @@ class Gates:
             self._record(rec.JobFinished(agent=gate.agent, **data))
         self._publish("job.finished", gate.agent, {**data, "gate": msgspec.to_builtins(gate)})
 
-    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> list[Response]:
+    def decide_rules(
+        self, job: str, findings: list[Finding], rules: RuleTable, now: float, recent: list[tuple[float, Finding]] = ()
+    ) -> list[Response]:
         """What the rule table answers to a job's findings.  Each decision is a
         ``rule.decided`` record before it is carried out; retry bounds count those (the
         registry's ``repair``), so a restart continues the count."""
-        responses, _ = rules.decide(findings, self.registry.repair, now)
+        responses, _ = rules.decide(findings, self.registry.repair, now, recent)
         for r in responses:
             self._record(
-                rec.RuleDecided(agent=r.agent, job=job, action=r.action, params=r.params, reason=r.reason, finding=r.finding, probes=list(r.probes))
+                rec.RuleDecided(
+                    agent=r.agent, job=job, action=r.action, params=r.params, reason=r.reason, finding=r.finding,
+                    probes=list(r.probes), rule=r.rule, members=list(r.members),
+                )
             )
         return responses
 

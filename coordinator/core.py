@@ -315,10 +315,13 @@ class Core:
         self.gates.job_finished(job, kind, gate)
         return self._flush()
 
-    def decide_rules(self, job: str, findings: list[Finding], rules: RuleTable, now: float) -> RuleDecisions:
-        """The rules' responses to a job's findings, each recorded as decided."""
+    def decide_rules(
+        self, job: str, findings: list[Finding], rules: RuleTable, now: float, recent: list[tuple[float, Finding]] = ()
+    ) -> RuleDecisions:
+        """The rules' responses to a job's findings (``recent``: earlier batches' findings,
+        for rules with ``within``), each recorded as decided."""
         self._advance(now)
-        responses = self.gates.decide_rules(job, findings, rules, now)
+        responses = self.gates.decide_rules(job, findings, rules, now, recent)
         return RuleDecisions(responses, self._flush())
 
     def queue_task(self, agent: str | None, task: str, because: str, now: float) -> list[Effect]:

@@ -106,6 +106,11 @@ class JobRunner:
         self._done_waiters: dict[str, list[trio.Event]] = {}  # agent -> plan steps waiting
         self.config = self._load_repo_config()
         self._rules = RuleTable.from_config(self.config)
+        # Findings of earlier batches, (when judged, finding), for rules that count across
+        # batches (``within``); kept as long as the longest window.  Memory only: a
+        # restart starts the windows afresh (what was answered is the ledger's).
+        self._recent: list[tuple[float, Finding]] = []
+        self._said_unconfigured: set[tuple[str, ...]] = set()  # restarts with no command, said once
 
     def _load_repo_config(self) -> Config:
         try:
@@ -341,10 +346,13 @@ class JobRunner:
         path = checklogs.log_path(self._state_dir, view.job, spec.name)
         return msgspec.structs.replace(spec, params={**spec.params, "log": str(path)})
 
-    async def _progress(self, view: JobView, result: ProbeResult) -> None:
+    async def _progress(self, view: JobView, result: ProbeResult, listed: bool = True) -> None:
+        """One result: recorded (``probe.result``), published; ``listed``: one of the
+        job's own results (a plan lists its steps instead)."""
         result = self._annotated(view, result)
         data = msgspec.to_builtins(result)
-        view.results.append(data)
+        if listed:
+            view.results.append(data)
         if result.kind == "build" and result.details.get("hash"):
             self._build_hashes[result.target] = result.details["hash"]
         await self._apply(lambda now: self._core.job_result(view.job, view.kind, view.agent, data, now))
@@ -365,10 +373,13 @@ class JobRunner:
         if not findings:
             return []
         decided: list[Response] = []
+        window = self._rules.window
 
         def decide(now: float) -> list[Effect]:  # the decision, and its retry count, are the core's
-            decisions = self._core.decide_rules(view.job, findings, self._rules, now)
+            recent = [(at, f) for at, f in self._recent if now - at <= window]
+            decisions = self._core.decide_rules(view.job, findings, self._rules, now, recent)
             decided.extend(decisions.responses)
+            self._recent = recent + [(now, f) for f in findings] if window else []
             return decisions.effects
 
         await self._apply(decide)
@@ -399,9 +410,11 @@ class JobRunner:
                 notice = rec.Notice(agent=agent, message=f"retry (attempt {params.get('attempt')} of {params.get('max')}): {message}")
                 await self._apply(lambda now: self._core.note(notice, now))
                 return f"asked {agent or 'the requester'} to retry"
-            case "rollback" | "restart":
+            case "restart":
+                return await self._restart(response)
+            case "rollback":
                 if not params.get("cmd"):
-                    return f"no command configured for {response.action}; nothing run"
+                    return "no command configured for rollback; nothing run"
                 spec = ProbeSpec(name=response.action, kind="command", params={"shell": params["cmd"]}, cwd=str(self._repo_root), timeout=600)
                 result = await self._pool.run(spec)
                 return f"ran {params['cmd']!r}: exit {result.exit_code}"
@@ -427,18 +440,48 @@ class JobRunner:
                 return f"queued a task for {target or 'anyone'}: {task}"
         return f"unknown action {response.action}"
 
+    async def _restart(self, response: Response) -> str:
+        """Run the restart command: the rule's ``cmd``, else the ``restart`` of each
+        failing ``[[probe]]`` (each command once).  With none configured, say so to the
+        operator once per set of probes (the response stands until they pass anyway)."""
+        commands = [response.params["cmd"]] if response.params.get("cmd") else []
+        if not commands:
+            probes = self.config.probes_by_name()
+            commands = list(dict.fromkeys(p.restart for name in response.probes if (p := probes.get(name)) and p.restart))
+        if not commands:
+            key = tuple(sorted(response.probes))
+            outcome = (
+                f"no restart command configured for {', '.join(response.probes)}: add restart = \"COMMAND\" to "
+                f"{'their [[probe]] tables' if len(response.probes) > 1 else 'its [[probe]] table'} "
+                "(or cmd to the rule) in lockstep.toml; nothing run"
+            )
+            if key not in self._said_unconfigured:
+                self._said_unconfigured.add(key)
+                notice = rec.Notice(agent=None, message=f"{response.finding}: {outcome}", operator=True)
+                await self._apply(lambda now: self._core.note(notice, now))
+            return outcome
+        done = []
+        for cmd in commands:
+            spec = ProbeSpec(name="restart", kind="command", params={"shell": cmd}, cwd=str(self._repo_root), timeout=600)
+            result = await self._pool.run(spec)
+            done.append(f"ran {cmd!r}: exit {result.exit_code}" + ("" if result.passed else f" ({result.reason})"))
+        return "; ".join(done)
+
     # ------------------------------------------------------------------ scheduled probes
 
-    async def run_scheduled(self, probe: Probe) -> None:
-        """Run ``probe`` every ``probe.every`` seconds for as long as we serve."""
-        runs = 0
+    async def run_scheduled(self, every: float, probes: tuple[Probe, ...]) -> None:
+        """Run ``probes`` together every ``every`` seconds for as long as we serve: one
+        cycle is one batch of findings for the rules (two endpoints down in the same
+        cycle count together)."""
+        cycles = 0
+        names = "+".join(p.name for p in probes)
         while True:
-            await trio.sleep(probe.every)
-            runs += 1
-            view = JobView(f"{probe.name}#{runs}", "scheduled", None, total=1)
-            result = await self._pool.run(probe.to_spec(cwd=str(self._repo_root)))
-            await self._progress(view, result)
-            await self._respond(view, [result])
+            await trio.sleep(every)
+            cycles += 1
+            view = JobView(f"{names}#{cycles}", "scheduled", None, total=len(probes))
+            specs = [probe.to_spec(cwd=str(self._repo_root)) for probe in probes]
+            results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+            await self._respond(view, results)
 
     # ------------------------------------------------------------------ plans
 
@@ -457,20 +500,20 @@ class JobRunner:
             if isinstance(action, plans.Finished):
                 verdict = {"succeeded": "pass", "failed": "fail"}.get(action.state, "escalate")
                 return m.Gate(subject="plan", verdict=verdict, reason=f"plan {plan.name!r} {action.state}: {action.reason}".rstrip(": "), job=view.job, agent=view.agent)
-            event = await self._carry_out_plan_action(action, plan, cwd, runner)
+            event = await self._carry_out_plan_action(action, plan, cwd, runner, view)
             for transition in machine.apply(event):
                 record = rec.PLAN_TRANSITIONS[transition.kind](agent=view.agent, job=view.job, **msgspec.structs.asdict(transition))
                 await self._apply(lambda now, record=record: self._core.note(record, now))
                 if transition.to_state in plans.STEP_TERMINAL:
                     view.results.append(rec.data_of(record))
 
-    async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str, runner: ProbePool | RemoteRunner) -> plans.Event:
+    async def _carry_out_plan_action(self, action: plans.Action, plan: plans.Plan, cwd: str, runner: ProbePool | RemoteRunner, view: JobView) -> plans.Event:
         match action:
             case plans.StartStep(step=step):
                 return plans.Event(plans.STARTED, step)
             case plans.RunPreProbes(step=step, probes=probes) | plans.RunPostProbes(step=step, probes=probes):
                 pre = isinstance(action, plans.RunPreProbes)
-                failed = await self._failed_probes(probes, cwd, runner)
+                failed = await self._failed_probes(probes, cwd, runner, view)
                 if pre:
                     return plans.Event(plans.PRE_FAILED if failed else plans.PRE_PASSED, step, failed)
                 return plans.Event(plans.POST_FAILED if failed else plans.POST_PASSED, step, failed)
@@ -490,8 +533,9 @@ class JobRunner:
                 return plans.Event(plans.RUN_PASSED, step, f"{agent} passed its done gate")
         raise PeerError("internal", f"unknown plan action {action!r}")
 
-    async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str, runner: ProbePool | RemoteRunner) -> str:
-        """Run a step's probes; '' if all passed, else which failed and why."""
+    async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str, runner: ProbePool | RemoteRunner, view: JobView | None = None) -> str:
+        """Run a step's probes; '' if all passed, else which failed and why.  Their
+        findings go through the rules like any other (the plan still decides its step)."""
         known = self.config.probes_by_name()
         specs = []
         for probe in probes:
@@ -500,6 +544,10 @@ class JobRunner:
                 return f"unknown probe {probe!r}"
             specs.append(resolved.to_spec(cwd=cwd))
         results = await runner.run_suite(specs)
+        if view is not None:
+            for result in results:
+                await self._progress(view, result, listed=False)
+            await self._respond(view, results)
         return "; ".join(f"{r.name}: {r.reason}" for r in results if not r.passed)
 
     async def resume_plans(self, nursery: trio.Nursery, ledger: Ledger) -> int:

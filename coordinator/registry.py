@@ -34,7 +34,7 @@ import msgspec
 
 from ledger import records as rec
 from ledger.records import Record
-from probes.rules import RepairState
+from probes.rules import RepairState, Standing, normalize_finding
 from protocol.paths import Pattern, PatternIndex
 
 from . import lifecycle
@@ -412,6 +412,13 @@ class Registry:
             case rec.RuleDecided():
                 if record.action == "retry":
                     self.repair = self.repair.with_retry(record.agent, record.finding, now)
+                elif record.rule:
+                    phrase = normalize_finding(record.finding)
+                    standing = [Standing(record.rule, record.action, agent, phrase, probe, now) for agent, probe in record.members]
+                    self.repair = self.repair.with_standing(standing)
+            case rec.RuleResolved():
+                for probe in record.probes:
+                    self.repair = self.repair.resolved(record.agent, probe)
             case rec.VerifyRefused():
                 self.edit_batches.pop(record.agent, None)
             case rec.AgentBlocked():
@@ -697,7 +704,7 @@ STATE_KINDS = frozenset(
         rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
-        rec.RuleDecided, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,
+        rec.RuleDecided, rec.RuleResolved, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,
         rec.LandQueued, rec.LandLanded, rec.LandRefused, rec.StopDecided,
         rec.TaskQueued, rec.TaskTaken, rec.TaskDone, rec.MessageSent, rec.InboxDelivered,
     )

@@ -248,8 +248,8 @@ class Server:
                 requeued = await self._landings.resume(nursery, self.ledger)
                 if requeued:
                     log.info("resumed the merge queue: %d landing(s) queued again", requeued)
-                for probe in self._jobs.config.scheduled_probes():
-                    nursery.start_soon(self._jobs.run_scheduled, probe)
+                for every, probes in self._jobs.config.scheduled_cycles().items():
+                    nursery.start_soon(self._jobs.run_scheduled, every, probes)
                 if self.refs is not None:
                     nursery.start_soon(self.refs.watch, self._settle_merge_holds)
                 nursery.start_soon(self._serve_requests)

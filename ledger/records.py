@@ -481,6 +481,20 @@ class RuleDecided(Record, frozen=True, kw_only=True):
     reason: str = ""
     finding: str = ""
     probes: list[str] = []
+    rule: str = ""  # the deciding rule ("lockstep.toml: [[rule]] #2", "default rule 1 (...)")
+    members: list[tuple[str | None, str]] = []  # (agent, probe) of each finding answered: standing until it passes
+
+
+class RuleResolved(Record, frozen=True, kw_only=True):
+    """Findings a rule had answered cleared (their probe passed): the rule answers
+    them again if they come back."""
+
+    KIND: ClassVar[str] = "rule.resolved"
+
+    rule: str
+    action: str
+    finding: str
+    probes: list[str] = []
 
 
 class Notice(Record, frozen=True, kw_only=True):
@@ -627,7 +641,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, StopDecided, DoneDecided,
-    RuleDecided, RuleResponse, Notice, PeerCutOff,
+    RuleDecided, RuleResponse, RuleResolved, Notice, PeerCutOff,
     TaskQueued, TaskTaken, TaskDone, MessageSent, InboxDelivered,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,

@@ -76,11 +76,9 @@ PROBE_KINDS = KINDS  # write, build, command, http, processes, handoff (probes.m
 ResponseAction = Literal["retry", "rollback", "restart", "touch", "notify", "block_agent", "queue_task"]
 RESPONSE_ACTIONS: tuple[str, ...] = get_args(ResponseAction)
 
-# Finding phrases reported by other parts than the builtin probes (which report
-# probes.model.FINDINGS): the deploy verifier and the evaluation of a goal.
-DEPLOY_HASH_MISMATCH = "deploy hash mismatch"
-EVALUATION_FAILED = "evaluation failed"
-KNOWN_FINDINGS: tuple[str, ...] = (*FINDINGS, DEPLOY_HASH_MISMATCH, EVALUATION_FAILED)
+# The phrases Lockstep's probes report (probes.model.FINDINGS); a rule may name others
+# (a custom phrase), but not one a typo away from these.
+KNOWN_FINDINGS: tuple[str, ...] = FINDINGS
 
 DEFAULT_PROBE_TIMEOUT = DEFAULT_TIMEOUT  # probes.model's default for one probe
 DEFAULT_RETRY_MAX = 3
@@ -109,6 +107,7 @@ class Probe(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     every: float | None = None  # seconds between scheduled runs; None: on demand only
     timeout: float = DEFAULT_PROBE_TIMEOUT
+    restart: str | None = None  # the command that restarts what it checks (a ``restart`` response runs it)
 
     def to_spec(self, cwd: str | None = None, **runtime_params: Any) -> ProbeSpec:
         """The ``probes.model.ProbeSpec`` to run, in worktree ``cwd`` (absolute).
@@ -132,7 +131,11 @@ class RuleTable(Table, kw_only=True):
     finding: Text  # a finding phrase ("build produced nothing") or "*" for any
     response: ResponseAction
     probe: Text | None = None  # only findings from this probe (name or builtin kind)
-    min_failing: Annotated[int, msgspec.Meta(ge=1)] = 1  # distinct probes reporting it in one batch
+    kind: Text | None = None  # only findings from probes of this kind (http, command, ...)
+    target: Text | None = None  # only findings whose target (URL, path, command) matches this glob
+    contains: Text | None = None  # only findings whose reason contains this text (case ignored)
+    min_failing: Annotated[int, msgspec.Meta(ge=1)] = 1  # distinct probes reporting it together
+    within: PositiveSeconds | None = None  # count findings of earlier batches this recent too
     cmd: Text | None = None  # rollback / restart
     path: RelPath | None = None  # touch
     max: Annotated[int, msgspec.Meta(ge=0)] | None = None  # retry bound
@@ -147,7 +150,11 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     finding: str  # a finding phrase ("build produced nothing") or "*" for any
     response: str  # one of RESPONSE_ACTIONS
     probe: str | None = None  # only findings from this probe (name or builtin kind)
-    min_failing: int = 1  # distinct probes reporting the finding in one batch
+    kind: str | None = None  # only findings from probes of this kind
+    target: str | None = None  # a glob the finding's target must match
+    contains: str | None = None  # text the finding's reason must contain (case ignored)
+    min_failing: int = 1  # distinct probes reporting the finding in one batch (or ``within``)
+    within: float | None = None  # seconds: findings of earlier batches this recent count too
     cmd: str | None = None  # rollback / restart
     path: str | None = None  # touch
     max: int | None = None  # retry bound
@@ -198,6 +205,15 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def scheduled_probes(self) -> tuple[Probe, ...]:
         """Probes with ``every`` set, in file order."""
         return tuple(probe for probe in self.probes if probe.every is not None)
+
+    def scheduled_cycles(self) -> dict[float, tuple[Probe, ...]]:
+        """Scheduled probes by ``every``: probes of one period run together, one cycle at
+        a time, and the rules judge a cycle's findings together (two endpoints down in
+        one cycle is one batch)."""
+        cycles: dict[float, list[Probe]] = {}
+        for probe in self.scheduled_probes():
+            cycles.setdefault(probe.every, []).append(probe)
+        return {every: tuple(probes) for every, probes in cycles.items()}
 
 
 # --------------------------------------------------------------------------- [[probe]] tables
@@ -268,6 +284,8 @@ def probe_table(kind: str, *, named: bool = True, schedulable: bool = True) -> t
     if schedulable:
         fields.append(("every", PositiveSeconds, msgspec.UNSET))
     fields.append(("timeout", PositiveSeconds, DEFAULT_PROBE_TIMEOUT))
+    if named:
+        fields.append(("restart", Text, msgspec.UNSET))
     for _, key, toml_type, required in _toml_fields(_params_types()[kind]):
         fields.append((key, toml_type) if required else (key, toml_type, msgspec.UNSET))
     takes = ", ".join(probe_params()[kind])
@@ -297,15 +315,17 @@ def probe_from_table(table: Any, where: str, default_name: str | None = None) ->
     params = {
         key: getattr(table, key)
         for key in table.__struct_fields__
-        if key not in ("name", "every", "timeout") and getattr(table, key) is not msgspec.UNSET
+        if key not in ("name", "every", "timeout", "restart") and getattr(table, key) is not msgspec.UNSET
     }
     problem = _table_problem(kind, params)
     if problem:
         raise ConfigError(f"{where}: {problem}")
     name = table.name if table.name is not msgspec.UNSET else default_name
     every = getattr(table, "every", msgspec.UNSET)
+    restart = getattr(table, "restart", msgspec.UNSET)
     return Probe(
-        name=name, kind=kind, params=params, every=None if every is msgspec.UNSET else every, timeout=table.timeout
+        name=name, kind=kind, params=params, every=None if every is msgspec.UNSET else every, timeout=table.timeout,
+        restart=None if restart is msgspec.UNSET else restart,
     )
 
 
@@ -421,6 +441,10 @@ def rule_from_table(table: RuleTable, where: str, known_probe_names: set[str] | 
             f"{where} key 'probe': {table.probe!r} names no [[probe]], check or probe kind; "
             f"known: {', '.join(sorted(known_probe_names))}"
         )
+    if table.kind is not None and table.kind not in PROBE_KINDS:
+        raise ConfigError(f"{where} key 'kind': {table.kind!r} is not a probe kind; known: {', '.join(PROBE_KINDS)}")
+    if table.within is not None and table.min_failing < 2:
+        raise ConfigError(f"{where} key 'within': it counts findings across batches, so it needs min_failing = 2 or more")
     allowed = RESPONSE_PARAMS[table.response] + ("message",)
     for key in _ALL_RESPONSE_PARAMS:
         if getattr(table, key) is not None and key not in allowed:

@@ -37,20 +37,14 @@ from its ``rule.decided`` records.)
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from probes.config import (
-    DEFAULT_RETRY_MAX,
-    DEPLOY_HASH_MISMATCH,
-    EVALUATION_FAILED,
-    RESPONSE_ACTIONS,
-    Config,
-    Rule,
-)
+from probes.config import DEFAULT_RETRY_MAX, RESPONSE_ACTIONS, Config, Rule
 from probes.model import (
     BUILD_PRODUCED_NOTHING,
     ENDPOINT_FAILING,
@@ -68,19 +62,22 @@ def normalize_finding(phrase: str) -> str:
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    """What a probe saw.  ``probe`` is the probe's name (or its kind when unnamed)."""
+    """What a probe saw.  ``probe`` is the probe's name (or its kind when unnamed),
+    ``kind`` the probe's kind, ``target`` what it looked at (a URL, a path, a command)."""
 
     finding: str
     probe: str
     agent: str | None = None
     details: str = ""
+    kind: str = ""
+    target: str = ""
 
     @classmethod
     def from_result(cls, result: ProbeResult, agent: str | None = None) -> Finding | None:
         """The finding of a failed probe result; None for a pass."""
         if result.finding is None:
             return None
-        return cls(finding=result.finding, probe=result.name, agent=agent, details=result.reason)
+        return cls(finding=result.finding, probe=result.name, agent=agent, details=result.reason, kind=result.kind, target=result.target)
 
 
 class Response(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,36 +90,43 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     agent: str | None  # whom it concerns (None: no single agent)
     probes: tuple[str, ...]  # the probes whose findings triggered it, first seen first
     at: float  # the ``now`` it was decided at
+    rule: str = ""  # the deciding rule's origin
+    members: tuple[tuple[str | None, str], ...] = ()  # (agent, probe) of each finding answered
 
 
 def _default(number: int, summary: str, **fields: Any) -> Rule:
     return Rule(origin=f"default rule {number} ({summary})", **fields)
 
 
-# The seed table.  Comments say why each response and not another.
+# The seed table: each row has a producer in Lockstep and a test that fires it end to end.
+# Comments say why each response and not another.
 DEFAULT_RULES: tuple[Rule, ...] = (
-    # Two endpoints down at once is the service, not one flaky route: restart it.
+    # Two endpoints down together (in one check batch or scheduled cycle) is the service,
+    # not one flaky route: restart it (the [[probe]]'s ``restart`` command).
     _default(1, "two or more endpoints failing -> restart",
              finding=ENDPOINT_FAILING, min_failing=2, response="restart"),
-    # The deploy reports a bundle hash the disk does not have: re-touch the entry point so
-    # the server picks up the file on disk again.
-    _default(2, "deploy info differs from disk -> touch index.html",
-             finding=DEPLOY_HASH_MISMATCH, response="touch", path="index.html"),
     # A build that produced no new artifact leaves the tree in a state nobody tested.
-    _default(3, "build produced nothing -> rollback",
+    _default(2, "build produced nothing -> rollback",
              finding=BUILD_PRODUCED_NOTHING, response="rollback"),
     # Lost writes are usually oversized edits; retrying the same way fails the same way.
-    _default(4, "write lost -> retry in smaller chunks",
+    _default(3, "write lost -> retry in smaller chunks",
              finding=WRITE_LOST, response="retry", max=DEFAULT_RETRY_MAX,
              message="retry in smaller chunks"),
-    # A failed evaluation is a verdict on the work, not a sick process: restarting would
-    # hide it.  A person must see it.
-    _default(5, "evaluation failed -> notify, never restart",
-             finding=EVALUATION_FAILED, response="notify",
-             message="an evaluation failed; review the result before continuing"),
     # Nothing is dropped silently.
-    _default(6, "any other finding -> notify", finding=ANY_FINDING, response="notify"),
+    _default(4, "any other finding -> notify", finding=ANY_FINDING, response="notify"),
 )
+
+
+class Standing(msgspec.Struct, frozen=True):
+    """A finding a rule has answered and that has not cleared since: the rule does not
+    answer it again until the probe passes (then it is resolved)."""
+
+    rule: str  # the rule's origin
+    action: str
+    agent: str | None
+    finding: str  # normalized phrase
+    probe: str
+    at: float
 
 
 class RetryCount(msgspec.Struct, frozen=True):
@@ -136,6 +140,24 @@ class RepairState(msgspec.Struct, frozen=True):
     """Retries answered so far, per (agent, finding).  Immutable; sorted for equality."""
 
     retries: tuple[RetryCount, ...] = ()
+    standing: tuple[Standing, ...] = ()
+
+    def stands(self, rule: str, agent: str | None, finding: str, probe: str) -> bool:
+        phrase = normalize_finding(finding)
+        return any((s.rule, s.agent, s.finding, s.probe) == (rule, agent, phrase, probe) for s in self.standing)
+
+    def with_standing(self, entries: Sequence[Standing]) -> RepairState:
+        keys = {(e.rule, e.agent, e.finding, e.probe) for e in entries}
+        kept = [s for s in self.standing if (s.rule, s.agent, s.finding, s.probe) not in keys]
+        return msgspec.structs.replace(self, standing=(*kept, *entries))
+
+    def standing_for(self, agent: str | None, probe: str) -> list[Standing]:
+        """What a pass of ``probe`` (for ``agent``) resolves."""
+        return [s for s in self.standing if s.agent == agent and s.probe == probe]
+
+    def resolved(self, agent: str | None, probe: str) -> RepairState:
+        kept = tuple(s for s in self.standing if not (s.agent == agent and s.probe == probe))
+        return msgspec.structs.replace(self, standing=kept)
 
     def retries_for(self, agent: str | None, finding: str) -> int:
         key = (agent, normalize_finding(finding))
@@ -150,7 +172,7 @@ class RepairState(msgspec.Struct, frozen=True):
         count = self.retries_for(agent, phrase) + 1
         kept = [e for e in self.retries if (e.agent, e.finding) != (agent, phrase)]
         kept.append(RetryCount(agent, phrase, count, now))
-        return RepairState(tuple(sorted(kept, key=_retry_key)))
+        return msgspec.structs.replace(self, retries=tuple(sorted(kept, key=_retry_key)))
 
     def cleared(self, agent: str | None, finding: str | None = None) -> RepairState:
         """Counters reset for ``agent`` (one finding, or all): the problem was fixed."""
@@ -159,7 +181,7 @@ class RepairState(msgspec.Struct, frozen=True):
             e for e in self.retries
             if not (e.agent == agent and (phrase is None or e.finding == phrase))
         )
-        return RepairState(kept)
+        return msgspec.structs.replace(self, retries=kept)
 
 
 def _retry_key(entry: RetryCount) -> tuple[str, str]:
@@ -179,30 +201,45 @@ class RuleTable:
     def from_config(cls, config: Config) -> RuleTable:
         return cls(config.rules)
 
+    @property
+    def window(self) -> float:
+        """The longest ``within`` of any rule: how long earlier findings matter (0: none)."""
+        return max((rule.within or 0.0 for rule in self.rules), default=0.0)
+
     def match(self, finding: Finding, batch: Sequence[Finding] = ()) -> Rule | None:
         """The first rule matching ``finding`` within ``batch`` (``finding`` counts too)."""
         index = self._match_index(finding, (*batch, finding))
         return None if index is None else self.rules[index]
 
-    def _match_index(self, finding: Finding, batch: Sequence[Finding]) -> int | None:
+    def _match_index(
+        self, finding: Finding, batch: Sequence[Finding], recent: Sequence[tuple[float, Finding]] = (), now: float = 0.0
+    ) -> int | None:
         for index, rule in enumerate(self.rules):
             if not _rule_accepts(rule, finding):
                 continue
-            if rule.min_failing > 1:
-                failing_probes = {f.probe for f in batch if _rule_accepts(rule, f)}
-                if len(failing_probes) < rule.min_failing:
-                    continue
+            if rule.min_failing > 1 and len(_counted(rule, batch, recent, now)) < rule.min_failing:
+                continue
             return index
         return None
 
     def decide(
-        self, findings: Sequence[Finding], state: RepairState, now: float
+        self,
+        findings: Sequence[Finding],
+        state: RepairState,
+        now: float,
+        recent: Sequence[tuple[float, Finding]] = (),
     ) -> tuple[list[Response], RepairState]:
-        """Responses for one batch of findings, and the repair state after them."""
+        """Responses for one batch of findings, and the repair state after them.
+
+        ``recent``: findings of earlier batches with the ``now`` they were judged at; a
+        rule with ``within`` counts those at most that old towards ``min_failing``.  A
+        finding a rule answered before and that has not cleared since (``standing``)
+        gets no second answer (a retry stands only once escalated: until then its own
+        bound counts the attempts)."""
         groups: dict[tuple[Any, ...], list[Finding]] = {}
         group_rule: dict[tuple[Any, ...], Rule] = {}
         for finding in findings:
-            index = self._match_index(finding, findings)
+            index = self._match_index(finding, findings, recent, now)
             if index is None:  # only with a table built without the catch-all default
                 continue
             rule = self.rules[index]
@@ -214,7 +251,16 @@ class RuleTable:
             group_rule[key] = rule
         responses = []
         for key, members in groups.items():
-            response, state = _respond(group_rule[key], members, state, now)
+            rule = group_rule[key]
+            fresh = [f for f in members if not state.stands(rule.origin, f.agent, f.finding, f.probe)]
+            if not fresh:
+                continue  # answered already, and not cleared since (a retry stands once escalated)
+            if rule.min_failing > 1:  # the group: this batch's and the window's
+                counted = _counted(rule, findings, recent, now)
+                members = list({(f.agent, f.probe): f for f in counted}.values())
+            else:
+                members = fresh
+            response, state = _respond(rule, members, state, now)
             responses.append(response)
         return responses, state
 
@@ -230,19 +276,46 @@ def decide(
 
 
 def _rule_accepts(rule: Rule, finding: Finding) -> bool:
-    """Phrase and probe filter; ``min_failing`` is a property of the batch, not checked here."""
+    """Phrase, probe, kind, target and text filters; ``min_failing`` is a property of
+    the batch (and the window), not checked here."""
     phrase = normalize_finding(rule.finding)
     if phrase != ANY_FINDING and phrase != normalize_finding(finding.finding):
         return False
-    return rule.probe is None or rule.probe == finding.probe
+    if rule.probe is not None and rule.probe != finding.probe:
+        return False
+    if rule.kind is not None and rule.kind != finding.kind:
+        return False
+    if rule.target is not None and not fnmatch.fnmatchcase(finding.target, rule.target):
+        return False
+    return rule.contains is None or rule.contains.lower() in finding.details.lower()
+
+
+def _counted(rule: Rule, batch: Sequence[Finding], recent: Sequence[tuple[float, Finding]], now: float) -> list[Finding]:
+    """The findings ``rule`` counts towards ``min_failing``: the batch's and, with
+    ``within``, earlier ones that recent; the newest of each (agent, probe)."""
+    found: dict[str, Finding] = {}
+    if rule.within is not None:
+        for at, finding in recent:
+            if now - at <= rule.within and _rule_accepts(rule, finding):
+                found[finding.probe] = finding
+    for finding in batch:
+        if _rule_accepts(rule, finding):
+            found[finding.probe] = finding
+    return list(found.values())
 
 
 def _describe_rule(rule: Rule) -> str:
     parts = [f"finding {rule.finding!r}"]
     if rule.probe is not None:
         parts.append(f"probe {rule.probe!r}")
+    if rule.kind is not None:
+        parts.append(f"kind {rule.kind!r}")
+    if rule.target is not None:
+        parts.append(f"target {rule.target!r}")
+    if rule.contains is not None:
+        parts.append(f"reason containing {rule.contains!r}")
     if rule.min_failing > 1:
-        parts.append(f"at least {rule.min_failing} probes failing")
+        parts.append(f"at least {rule.min_failing} probes failing" + (f" within {rule.within:g}s" if rule.within else ""))
     return f"{rule.origin}: {', '.join(parts)} -> {rule.response}"
 
 
@@ -280,6 +353,8 @@ def _respond(
             state = state.with_retry(agent, first.finding, now)
     if rule.message is not None and "message" not in params:
         params["message"] = rule.message
+    if action != "retry":  # answered: not again until it clears (RepairState.standing)
+        state = state.with_standing([Standing(rule.origin, action, f.agent, normalize_finding(f.finding), f.probe, now) for f in members])
     response = Response(
         action=action,
         params=params,
@@ -288,6 +363,8 @@ def _respond(
         agent=agent,
         probes=probes,
         at=now,
+        rule=rule.origin,
+        members=tuple((f.agent, f.probe) for f in members),
     )
     return response, state
 

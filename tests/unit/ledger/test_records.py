@@ -108,6 +108,7 @@ SAMPLES: list[rec.Record] = [
     rec.RuleDecided(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"]),
     rec.RuleResponse(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"], outcome="asked a to retry"),
     rec.Notice(agent=None, message="endpoint failing", operator=True),
+    rec.RuleResolved(agent=None, rule="default rule 4 (any other finding -> notify)", action="notify", finding="endpoint failing", probes=["api"]),
     rec.TaskQueued(agent="b", task="fix the build", because="build produced nothing"),
     rec.TaskQueued(agent=None, task="restart the api", id=2, by="operator"),
     rec.TaskTaken(agent="b", session="1.2", id=2),

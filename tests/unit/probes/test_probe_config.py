@@ -456,7 +456,7 @@ def test_probe_tables_are_derived_from_the_params_structs():
     runtime_only = {"build": {"previous_hash"}, "processes": {"exclude_pids"}, "handoff": {"repo_root"}, "command": {"log", "whole_env"}}
     for kind, params in builtin.PARAMS_TYPES.items():
         table = probe_table(kind)
-        keys = set(table.__struct_fields__) - {"name", "every", "timeout"}
+        keys = set(table.__struct_fields__) - {"name", "every", "timeout", "restart"}
         spelled = {"shell" if key == "cmd" else key for key in keys}
         assert spelled | runtime_only.get(kind, set()) == set(params.__struct_fields__), kind
         assert table.__struct_config__.forbid_unknown_fields
