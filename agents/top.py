@@ -44,7 +44,10 @@ REFRESH = 0.5  # seconds between redraws (ages move on)
 RESNAPSHOT = 2.0  # seconds between snapshots even when nothing was published (heartbeat ages)
 STATE_KINDS = ("agent.", "claim.", "land.")
 UNANNOUNCED = "write.unannounced"  # a write seen after the fact to a path another agent holds
-GATE_KINDS = ("intent.decided", "job.finished", "done.decided", "verify.refused", "rule.response", "notice", UNANNOUNCED)
+GATE_KINDS = (
+    "intent.decided", "job.finished", "done.decided", "verify.refused", "rule.response", "rule.resolved", "notice",
+    "task.queued", "message.sent", UNANNOUNCED,
+)
 SORTS = ("agent", "age", "path")
 ELLIPSIS = "…"
 
@@ -266,13 +269,19 @@ def _describe(pub: m.Publication) -> tuple[str, str]:
         return "escalate", f"verify: {data.get('reason', '')}"
     if pub.kind == "rule.response":
         return data.get("action", "?"), f"{data.get('finding')}: {data.get('outcome', '')}"
+    if pub.kind == "rule.resolved":
+        return "resolved", f"{data.get('finding')} ({', '.join(data.get('probes', []))}) cleared"
+    if pub.kind == "task.queued":
+        return "task", f"task {data.get('id')} for {pub.agent or 'anyone'}: {data.get('task')}"
+    if pub.kind == "message.sent":
+        return "message", f"to {pub.agent} from {data.get('sender') or 'the operator'}: {data.get('text')}"
     if pub.kind == UNANNOUNCED:
         return "unannounced", f"wrote {', '.join(data.get('paths', []))}, held by {', '.join(data.get('holders', []))}"
     return pub.kind, data.get("message") or data.get("reason") or ""
 
 
 def _verdict(verdict: str) -> Text:
-    style = "green" if verdict in ("allow", "pass") else "red" if verdict in ("block", "fail", "escalate", "unannounced") else "yellow"
+    style = "green" if verdict in ("allow", "pass", "resolved") else "red" if verdict in ("block", "fail", "escalate", "unannounced") else "yellow"
     return Text(verdict, style=style)
 
 

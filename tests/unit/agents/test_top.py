@@ -213,3 +213,17 @@ def test_unannounced_writes_are_kept_from_publications_and_the_ledger():
     paused = view.frozen()
     view.apply(m.Publication(seq=2, epoch=1, kind="write.unannounced", agent="alice", data=held))
     assert len(paused.unannounced) == 2 and len(view.unannounced) == 3
+
+
+def test_responses_resolutions_tasks_and_messages_are_shown_as_gate_lines():
+    from agents.top import GATE_KINDS, _describe
+    from protocol import messages as m
+
+    pubs = {
+        "rule.resolved": ({"finding": "endpoint failing", "probes": ["api"], "action": "notify"}, None, ("resolved", "endpoint failing (api) cleared")),
+        "task.queued": ({"id": 3, "task": "bring the api back"}, "bob", ("task", "task 3 for bob: bring the api back")),
+        "message.sent": ({"id": 1, "text": "rebase", "sender": ""}, "bob", ("message", "to bob from the operator: rebase")),
+    }
+    for kind, (data, agent, shown) in pubs.items():
+        assert kind in GATE_KINDS
+        assert _describe(m.Publication(seq=1, epoch=1, kind=kind, agent=agent, data=data)) == shown
