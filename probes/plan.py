@@ -29,10 +29,12 @@ settings) and in ``_advance`` (what the plan does when a step ends).  Rules:
    records, ``next_action`` asks for the same action again.
 4. Failure handling is the step's own: ``on_pre_fail`` (skip | escalate) when a
    pre-probe fails; ``on_post_fail`` (retry | rollback | escalate) when the action fails
-   or a post-probe fails.  ``retry`` re-runs the action (not the pre-probes) up to
-   ``retries`` more times, then escalates.  ``rollback`` runs the ``rollback`` command of
-   the *previous* step; the plan then ends ``failed`` (cleanly undone) or, if the
-   rollback fails or the previous step was skipped, ``escalated`` (a person decides).
+   or a post-probe fails, once ``retries`` more attempts of the action (not of the
+   pre-probes) have failed too (default 1 for ``retry``, 0 otherwise: "retry, then roll
+   back" is ``retries = N`` with ``rollback``).  ``retry`` then escalates.  ``rollback``
+   runs the ``rollback`` command of the *previous* step; the plan then ends ``failed``
+   (cleanly undone) or, if the rollback fails or the previous step was skipped,
+   ``escalated`` (a person decides).
 
 Step states: pending, checking_pre, running, retrying, checking_post, rolling_back and
 the terminal done, skipped, failed, escalated.  Plan states: running and the terminal
@@ -165,7 +167,15 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     post: tuple[Probe | str, ...] = ()
     on_pre_fail: str = "escalate"
     on_post_fail: str = "escalate"
-    retries: int = 1  # extra attempts of the action when on_post_fail = "retry"
+    retries: int | None = None  # extra attempts of the action before on_post_fail (None: 1 for retry, else 0)
+
+    @property
+    def extra_attempts(self) -> int:
+        """Attempts of the action after the first, before ``on_post_fail`` acts: ``retries``
+        when given, else 1 for ``retry`` and 0 for ``rollback`` and ``escalate``."""
+        if self.retries is not None:
+            return self.retries
+        return 1 if self.on_post_fail == "retry" else 0
     rollback: str | None = None  # undoes this step when the NEXT step asks for it
 
 
@@ -223,7 +233,7 @@ def _step_table() -> type:
             ("post", probes, []),
             ("on_pre_fail", Literal[ON_PRE_FAIL], "escalate"),
             ("on_post_fail", Literal[ON_POST_FAIL], "escalate"),
-            ("retries", Annotated[int, msgspec.Meta(ge=0)], 1),
+            ("retries", Union[Annotated[int, msgspec.Meta(ge=0)], None], None),
             ("rollback", Union[Text, None], None),
         ],
         bases=(Table,),
@@ -548,7 +558,7 @@ def _check_plan(plan: Plan) -> None:
             problem = "expect needs an agent"
         elif step.on_pre_fail not in ON_PRE_FAIL or step.on_post_fail not in ON_POST_FAIL:
             problem = "on_pre_fail / on_post_fail out of range"
-        elif step.retries < 0:
+        elif step.retries is not None and step.retries < 0:
             problem = "retries is negative"
         elif step.on_post_fail == "rollback" and (index == 0 or plan.steps[index - 1].rollback is None):
             problem = "on_post_fail = rollback needs a previous step with a rollback command"
@@ -596,12 +606,13 @@ def _transition(
         target = DONE
     elif kind in (RUN_FAILED, POST_FAILED):
         what = "action" if kind == RUN_FAILED else "post-probes"
-        if step.on_post_fail == "retry" and attempt <= step.retries:
+        retries = step.extra_attempts
+        if attempt <= retries:  # retry first, whatever comes after (retry, then roll back)
             target = RETRYING
             attempt += 1
         elif step.on_post_fail == "retry":
             target = ESCALATED
-            reason = f"{what} of step {step.id!r} failed; {step.retries} retries exhausted"
+            reason = f"{what} of step {step.id!r} failed; {retries} retries exhausted"
         elif step.on_post_fail == "rollback":
             previous = plan.steps[state.current - 1]
             previous_state = state.steps[state.current - 1].state
@@ -616,7 +627,7 @@ def _transition(
                 )
         else:
             target = ESCALATED
-            reason = f"{what} of step {step.id!r} failed"
+            reason = f"{what} of step {step.id!r} failed" + (f" after {retries} retries" if retries else "")
     elif kind == ROLLBACK_PASSED:
         target = FAILED
         rolled_back_step = plan.steps[state.current - 1]

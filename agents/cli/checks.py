@@ -464,6 +464,8 @@ def plan_status(job, as_json):
         click.echo("no plans yet")
     for s in summaries:
         click.echo(f"{s['job']:<8} {s['name']:<20} {s['state']:<10} {s['source']}")
+        if s.get("reason"):
+            click.echo(f"  {s['state']}: {s['reason']}")
         for step in s["steps"]:
             click.echo(f"    {step['id']:<16} {step['state']:<14} {step.get('detail', '')}")
         if s.get("waits_for"):

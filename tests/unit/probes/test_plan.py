@@ -106,7 +106,7 @@ def test_parse_resolves_plan_and_config_probes():
         "approve the build in the review channel", "reviewer", None)
     assert [p.name for p in deploy.pre] == ["site-up", "api"]
     assert deploy.pre[1] is config.probe("api")
-    assert (deploy.on_pre_fail, deploy.on_post_fail, deploy.retries) == ("skip", "escalate", 1)
+    assert (deploy.on_pre_fail, deploy.on_post_fail, deploy.retries, deploy.extra_attempts) == ("skip", "escalate", None, 0)
 
 
 def test_parse_without_catalogue_keeps_unknown_names():
@@ -423,3 +423,22 @@ def test_docs_example_parses_and_documents_the_table():
         assert row, f"docs/plans.md has no table row for ({state}, {event})"
         for target in targets:
             assert f"`{target}`" in row.group(1), (state, event, target)
+
+
+def test_retries_come_before_a_rollback():
+    plan = plan_of(Step(id="a", run="x", rollback="undo"), Step(id="b", run="y", on_post_fail="rollback", retries=2))
+    machine = PlanMachine(plan)
+    records = drive(machine, {"run": ["run_passed", "run_failed", "run_failed", "run_failed"], "rollback": ["rollback_passed"]})
+    assert [k for k, step in kinds(records) if step == "b"] == [
+        "plan.step.started", "plan.step.retry", "plan.step.retry", "plan.step.rolling_back", "plan.step.rolled_back", "plan.failed"
+    ]
+    assert machine.plan_state == "failed" and machine.state.steps[1].attempt == 3
+    assert PlanMachine.replay(plan, records).state == machine.state
+
+
+def test_retries_come_before_an_escalation_too_and_default_to_none():
+    assert Step(id="s", run="x").extra_attempts == 0 and Step(id="s", run="x", on_post_fail="retry").extra_attempts == 1
+    machine = PlanMachine(plan_of(Step(id="a", run="x", retries=1)))
+    records = drive(machine, {"run": ["run_failed", "run_failed"]})
+    assert [k for k, _ in kinds(records)] == ["plan.step.started", "plan.step.retry", "plan.step.escalated", "plan.escalated"]
+    assert machine.state.reason == "action of step 'a' failed after 1 retries"
