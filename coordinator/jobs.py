@@ -48,7 +48,7 @@ from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
 from protocol.paths import Pattern, escape
 
-from . import policy
+from . import policy, restore
 from .effects import Effect, Send, StartJob
 from .workers import WorkerBroker, WorkerLost, work_for
 
@@ -387,6 +387,9 @@ class JobRunner:
         done = []
         for response in responses:
             outcome = await self._carry_out(response, view)
+            details: dict[str, Any] = {}
+            if isinstance(outcome, tuple):  # what it did, exactly (a rollback's paths)
+                outcome, details = outcome
             record = rec.RuleResponse(
                 agent=response.agent,
                 job=view.job,
@@ -396,13 +399,15 @@ class JobRunner:
                 finding=response.finding,
                 probes=list(response.probes),
                 outcome=outcome,
+                details=details or msgspec.UNSET,
             )
             await self._apply(lambda now, record=record: self._core.note(record, now))
             done.append(msgspec.to_builtins(rec.data_of(record)))
         return done
 
-    async def _carry_out(self, response: Response, view: JobView) -> str:
-        """Do what the rule said.  Returns one line saying what happened."""
+    async def _carry_out(self, response: Response, view: JobView) -> str | tuple[str, dict[str, Any]]:
+        """Do what the rule said.  Returns one line saying what happened (and, for a
+        rollback, exactly what it restored)."""
         params, agent = response.params, response.agent
         message = params.get("message") or f"{response.finding} ({', '.join(response.probes)})"
         match response.action:
@@ -414,7 +419,7 @@ class JobRunner:
                 return await self._restart(response)
             case "rollback":
                 if not params.get("cmd"):
-                    return "no command configured for rollback; nothing run"
+                    return await self._roll_back(response, view)
                 spec = ProbeSpec(name=response.action, kind="command", params={"shell": params["cmd"]}, cwd=str(self._repo_root), timeout=600)
                 result = await self._pool.run(spec)
                 return f"ran {params['cmd']!r}: exit {result.exit_code}"
@@ -439,6 +444,30 @@ class JobRunner:
                 await self._apply(lambda now: self._core.queue_task(target, task, response.finding, now))
                 return f"queued a task for {target or 'anyone'}: {task}"
         return f"unknown action {response.action}"
+
+    async def _roll_back(self, response: Response, view: JobView) -> tuple[str, dict[str, Any]]:
+        """``rollback`` with no command: the agent's worktree back to what its newest
+        passing verify run saw, paths other agents hold left alone (coordinator/restore.py)."""
+        agent = response.agent
+        if agent is None:
+            return "no single agent whose verify run to roll back to; nothing restored (give the rule a cmd)", {}
+        registry = self._core.registry
+        passed = registry.passed_trees.get(agent) or {}
+        if not passed:
+            return f"{agent} has no passing verify run to roll back to; nothing restored", {}
+        tree, job = list(passed.items())[-1]
+        live = registry.agents.get(agent)
+        worktree = Path(live.worktree) if live is not None and live.worktree else view.worktree
+        if worktree is None:
+            return f"no worktree known for {agent}; nothing restored", {}
+        try:
+            changes = await trio.to_thread.run_sync(restore.changes_since, worktree, tree)
+            kept = {path: holder for _, path in changes if (holder := self._holder_of(path, agent)) is not None}
+            done = await trio.to_thread.run_sync(restore.restore, worktree, tree, changes, kept)
+        except restore.ContentError as exc:
+            return f"could not roll back {agent}'s worktree to verify run {job}: {exc}; nothing restored", {}
+        details = {"tree": tree, "verify_job": job, "worktree": str(worktree), "restored": done.restored, "removed": done.removed, "kept": done.kept}
+        return restore.describe(done, job), details
 
     async def _restart(self, response: Response) -> str:
         """Run the restart command: the rule's ``cmd``, else the ``restart`` of each

@@ -467,6 +467,7 @@ class RuleResponse(Record, frozen=True, kw_only=True):
     finding: str = ""
     probes: list[str] = []
     outcome: str = ""
+    details: dict[str, Any] | UnsetType = UNSET  # exactly what it did (a rollback: tree, restored, removed, kept)
 
 
 class RuleDecided(Record, frozen=True, kw_only=True):

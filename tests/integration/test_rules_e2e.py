@@ -103,3 +103,31 @@ def test_checks_minutes_apart_count_within_the_window_and_no_command_is_said_onc
         for server in servers.values():
             server.shutdown()
             server.server_close()
+
+
+def test_a_rollback_with_no_command_restores_what_the_agents_last_passing_verify_saw(repo, coordinator):
+    (repo.root / "lockstep.toml").write_text(f'[checks.test]\ncmd = "{sys.executable} -c pass"\n')
+    (repo.root / "src" / "shared.py").write_text("shared = 1\n")
+    (repo.root / "dist").mkdir()
+    (repo.root / "dist" / "bundle-1.js").write_text("one")
+    coordinator(*FAST)
+    assert cli("check", "build", "dist", "--agent", "alice", cwd=repo.root).rc == 0
+    passed = cli("verify", "--agent", "alice", "--json", cwd=repo.root).json
+    assert passed["verdict"] == "pass" and passed["tree"]
+    # alice goes on: changes a file, adds one, and changes one bob then claims
+    (repo.root / "src" / "app.py").write_text("print('broken')\n")
+    (repo.root / "src" / "new.py").write_text("new = 1\n")
+    (repo.root / "src" / "shared.py").write_text("shared = 2\n")
+    assert cli("claim", "src/shared.py", "--agent", "bob", cwd=repo.other).rc == 0
+    # the build produces nothing new: default rule 2 rolls alice back
+    checked = cli("check", "build", "dist", "--agent", "alice", "--json", cwd=repo.root).json
+    (response,) = checked["responses"]
+    assert response["action"] == "rollback" and response["reason"].startswith("default rule 2"), response
+    assert (repo.root / "src" / "app.py").read_text() == "print('hi')\n"  # the content verify passed on
+    assert not (repo.root / "src" / "new.py").exists()
+    assert (repo.root / "src" / "shared.py").read_text() == "shared = 2\n"  # bob holds it: untouched
+    assert "restored src/app.py" in response["outcome"] and "src/shared.py (held by bob)" in response["outcome"]
+    (recorded,) = _ledger(repo, "rule.response")
+    details = recorded["data"]["details"]
+    assert details["tree"] == passed["tree"] and details["verify_job"] == passed["job"]
+    assert (details["restored"], details["removed"], details["kept"]) == (["src/app.py"], ["src/new.py"], {"src/shared.py": "bob"})
