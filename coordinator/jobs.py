@@ -48,7 +48,7 @@ from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
 from protocol.paths import Pattern, escape
 
-from . import policy, restore
+from . import notify, policy, restore
 from .effects import Effect, Send, StartJob
 from .workers import WorkerBroker, WorkerLost, work_for
 
@@ -173,10 +173,15 @@ class JobRunner:
 
     def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
         """Publications the runner acts on: a passing ``done`` completes a plan step
-        that expects that agent's action.  (Edit batches are the core's: Core.tick.)"""
+        that expects that agent's action; an operator notice goes to the desktop and
+        the webhook of ``[notify]`` (coordinator/notify.py).  (Edit batches are the
+        core's: Core.tick.)"""
         if publication.kind == "done.decided" and publication.data.get("verdict") == "pass":
             for event in self._done_waiters.pop(publication.agent, []):
                 event.set()
+        if publication.kind == "notice" and publication.data.get("operator") and (self.config.notify.desktop or self.config.notify.webhook):
+            data = {"agent": publication.agent, "seq": publication.seq, "epoch": publication.epoch}
+            nursery.start_soon(notify.deliver, self.config.notify, publication.data.get("message", ""), data)
 
     async def build_hashes_from(self, ledger: Ledger) -> None:
         """The last recorded build hash of each folder, so ``build`` compares with it."""

@@ -144,6 +144,14 @@ class RuleTable(Table, kw_only=True):
     message: Text | None = None  # notify text, or the instruction sent with any response
 
 
+class NotifyTable(Table, kw_only=True):
+    """``[notify]``: where operator notices (``notify`` responses, "resolved", a restart
+    with no command) go besides the ledger and the publications ``top`` shows."""
+
+    desktop: bool = False  # also a desktop notification (notify-send, when installed)
+    webhook: Text | None = None  # also POST each as JSON to this http(s) URL
+
+
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
     """One row of the findings -> responses table (see ``probes.rules``)."""
 
@@ -191,6 +199,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     suite_detected: bool = False  # checks came from detect_suite, not from the file
     probes: tuple[Probe, ...] = ()
     rules: tuple[Rule, ...] = ()
+    notify: NotifyTable = NotifyTable()
 
     def probe(self, name: str) -> Probe | None:
         """The ``[[probe]]`` called ``name``, if any."""
@@ -350,6 +359,7 @@ def _config_file() -> type:
             ("checks", Union[dict[str, CheckTable], None], None),
             ("probe", list[probe_tables()], []),
             ("rule", list[RuleTable], []),
+            ("notify", NotifyTable, NotifyTable()),
         ],
         bases=(Table,),
         namespace={"hint": " ([checks.NAME] for checks, [[probe]] and [[rule]] for arrays)"},
@@ -411,8 +421,12 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
         rule_from_table(table, f"{source}: [[rule]] #{index}", known_probe_names)
         for index, table in enumerate(file.rule, start=1)
     )
+    webhook = file.notify.webhook
+    if webhook is not None and not re.match(r"https?://[^/\s]+", webhook):
+        raise ConfigError(f"{source}: [notify] key 'webhook': {webhook!r} is not an http:// or https:// URL")
     return Config(
         source=source,
+        notify=file.notify,
         coordinator=file.coordinator,
         verify=file.verify,
         land=file.land,

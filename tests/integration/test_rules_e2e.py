@@ -131,3 +131,51 @@ def test_a_rollback_with_no_command_restores_what_the_agents_last_passing_verify
     details = recorded["data"]["details"]
     assert details["tree"] == passed["tree"] and details["verify_job"] == passed["job"]
     assert (details["restored"], details["removed"], details["kept"]) == (["src/app.py"], ["src/new.py"], {"src/shared.py": "bob"})
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        self.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_operator_notices_go_to_the_desktop_and_the_webhook_once_per_change(repo, coordinator, tmp_path, monkeypatch):
+    service = _service(repo.root / "up-api")
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), type("Hook", (_Hook,), {"received": []}))
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    shown = tmp_path / "desktop.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "notify-send"  # stands in for the desktop: records what it was asked to show
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {shown}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    try:
+        (repo.root / "lockstep.toml").write_text(
+            f'[notify]\ndesktop = true\nwebhook = "http://127.0.0.1:{hook.server_port}/lockstep"\n'
+        )
+        coordinator(*FAST)
+        url = _url(service)
+        for _ in range(2):  # failing twice: notified once
+            assert cli("check", "http", url, "--name", "api", cwd=repo.root).rc == 1
+        (repo.root / "up-api").write_text("")
+        assert cli("check", "http", url, "--name", "api", cwd=repo.root).rc == 0
+
+        def delivered():
+            return len(hook.RequestHandlerClass.received) >= 2 and shown.exists() and len(shown.read_text().splitlines()) >= 2
+
+        wait_until(delivered, timeout=20, what="both notices on both channels")
+        messages = [m["message"] for m in hook.RequestHandlerClass.received]
+        assert len(messages) == 2 and "endpoint failing" in messages[0] and messages[1] == "resolved: endpoint failing (api)"
+        lines = shown.read_text().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("--app-name=lockstep lockstep ") and lines[1].endswith("resolved: endpoint failing (api)")
+    finally:
+        for server in (service, hook):
+            server.shutdown()
+            server.server_close()
