@@ -514,8 +514,13 @@ class JobRunner:
             cycles += 1
             view = JobView(f"{names}#{cycles}", "scheduled", None, total=len(probes))
             specs = [probe.to_spec(cwd=str(self._repo_root)) for probe in probes]
-            results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
-            await self._respond(view, results)
+            try:
+                results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
+                await self._respond(view, results)
+            except (ProbeError, PeerError, UsageError) as exc:
+                log.error("scheduled probes %s: %s", names, getattr(exc, "message", exc))
+            except Exception:  # a bug in one cycle must not take the coordinator down
+                log.exception("scheduled probes %s crashed; the next cycle runs as usual", names)
 
     # ------------------------------------------------------------------ plans
 

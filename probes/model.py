@@ -37,8 +37,9 @@ KIND_COMMAND = "command"
 KIND_HTTP = "http"
 KIND_PROCESSES = "processes"
 KIND_HANDOFF = "handoff"
+KIND_CONSISTENCY = "consistency"
 KINDS: tuple[str, ...] = (
-    KIND_WRITE, KIND_BUILD, KIND_COMMAND, KIND_HTTP, KIND_PROCESSES, KIND_HANDOFF,
+    KIND_WRITE, KIND_BUILD, KIND_COMMAND, KIND_HTTP, KIND_PROCESSES, KIND_HANDOFF, KIND_CONSISTENCY,
 )
 
 # -- verdicts -----------------------------------------------------------------------
@@ -61,10 +62,11 @@ PROBE_CRASHED = "probe crashed"              # the check itself died (bug or kil
 NOT_RUN = "not run"                          # an autofix check after a failed read-only one
 CHANGED_HELD_PATHS = "changed held paths"    # an autofix check rewrote paths others hold (undone)
 WORKER_LOST = "worker lost"                  # a remote agent's worker went away while running its checks
+VALUES_DISAGREE = "values disagree"          # consistency: the sources do not all give one value
 FINDINGS: tuple[str, ...] = (
     WRITE_LOST, BUILD_PRODUCED_NOTHING, COMMAND_FAILED, SIDE_EFFECT_MISSING, TIMED_OUT,
     ENDPOINT_FAILING, PROCESSES_MISSING, PROCESSES_UNEXPECTED, HANDOFF_INCOMPLETE,
-    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST,
+    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST, VALUES_DISAGREE,
 )
 
 DEFAULT_TIMEOUT = 60.0

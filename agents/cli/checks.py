@@ -292,6 +292,29 @@ def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
     _check("handoff", {"path": file, "threshold": threshold}, name, timeout, agent, endpoint, as_json)
 
 
+@check.command("consistency")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--json-path", metavar="EXPR", help="Compare the value at this JSONPath ($.version) of each body or file.")
+@click.option("--header", metavar="NAME", help="Else compare this response header of each URL (ETag, X-Build).")
+@_common
+def check_consistency(sources, json_path, header, name, timeout, agent, endpoint, as_json):
+    """Two or more SOURCES (loopback URLs and/or files) give the same value: a JSON value,
+    a header, or else the same content (sha256). Fails with `values disagree`, naming
+    the odd ones out and the majority value.
+
+    \b
+    Examples:
+      lockstep check consistency http://127.0.0.1:8001/info http://127.0.0.1:8002/info --json-path '$.version'
+      lockstep check consistency deploy/a/app.toml deploy/b/app.toml --json
+    """
+    params: dict[str, Any] = {"sources": list(sources)}
+    if json_path:
+        params["json_path"] = json_path
+    if header:
+        params["header"] = header
+    _check("consistency", params, name, timeout, agent, endpoint, as_json)
+
+
 # ---------------------------------------------------------------------- verify / done
 
 
