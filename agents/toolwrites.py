@@ -178,7 +178,10 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
             message = f"lockstep: {problem}; the files this call writes will not be compared after it"
             return warn(client, f"{earlier}\n{message}" if earlier else message, kind if client != "gemini" else None)
         if kind == afterwrites.AFTER_EVENTS[client] and event.get("tool_name") in afterwrites.COMPARED_TOOLS[client]:
-            return after_tool(client, event, endpoint)
+            answer = after_tool(client, event, endpoint)
+            if event.get("tool_name") in SHELL_TOOLS[client]:
+                ran(client, event, endpoint)
+            return answer
         if kind in turns.TURN_ENDS[client]:
             return Answer(0, turns.turn_end(client, agent_for(client, event), event, endpoint))
         if kind in turns.TURN_STARTS[client]:
@@ -234,6 +237,26 @@ def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
     patterns = [Pattern.parse(c.pattern) for c in decision.conflicts]
     held = [p for p in paths if any(overlaps(q, Pattern.parse(escape(p))) for q in patterns)] or paths
     return Answer(0, afterwrites.feedback(client, held, decision))
+
+
+def ran(client: str, event: dict, endpoint: str | None) -> None:
+    """After a shell call: tell the coordinator the command, so the ``[[trigger]]``s it
+    matches run their probes (their findings go through the rules; the hook does not
+    wait for them)."""
+    from agents.oneshot import open_oneshot
+    from protocol import messages as m
+
+    tool_input = event.get("tool_input")
+    command = tool_input.get("command", tool_input.get("cmd")) if isinstance(tool_input, dict) else None
+    if isinstance(command, list):
+        import shlex
+
+        command = shlex.join(str(part) for part in command)
+    if not isinstance(command, str) or not command.strip():
+        return
+    cwd = str(event.get("cwd") or os.getcwd())
+    with open_oneshot(agent_for(client, event), cwd=cwd, endpoint=endpoint) as session:
+        session.call(lambda s: m.Ran(session=s, command=command[:4000], cwd=cwd))
 
 
 def failure(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:

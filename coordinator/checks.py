@@ -13,6 +13,7 @@ retry counts (``rule.decided``), edit batches and the ``done`` gate live in the 
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,8 @@ class Gates:
         self._record = record
         self._publish = publish
         self._session = session
+        # ``[[trigger]]``s as (command glob, probe name), set by the shell from lockstep.toml
+        self.triggers: tuple[tuple[str, str], ...] = ()
 
     @property
     def registry(self) -> Registry:
@@ -81,6 +84,18 @@ class Gates:
         name = msg.probe.name or msg.probe.kind
         job = self._open_job("check", agent, msg, probe=msg.probe, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))
+
+    def on_ran(self, peer, msg: m.Ran, now: float) -> None:
+        """An agent's shell command: the probes of the triggers it matches run as a job
+        (kind ``trigger``); none matching is an ``ok`` and no record."""
+        agent = self._session(msg.session, now)
+        line = " ".join(msg.command.split())
+        probes = list(dict.fromkeys(probe for pattern, probe in self.triggers if fnmatch.fnmatchcase(line, pattern)))
+        if not probes:
+            self._reply(peer, m.Ok(req=msg.req, message="no [[trigger]] matches this command"))
+            return
+        job = self._open_job("trigger", agent, msg, cwd=msg.cwd or agent.worktree)
+        self._reply(peer, m.Accepted(req=msg.req, job=job, kind="trigger", checks=probes))
 
     def on_turn(self, peer, msg: m.TurnStart, now: float) -> None:
         """A new turn (a user prompt): the repair-loop count starts again."""

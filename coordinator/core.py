@@ -1150,6 +1150,7 @@ class Core:
         m.Tasks: lambda core, peer, msg, now: core.inbox.on_tasks(peer, msg, now),
         m.SendText: lambda core, peer, msg, now: core.inbox.on_send(peer, msg, now),
         m.InboxQuery: lambda core, peer, msg, now: core.inbox.on_inbox(peer, msg, now),
+        m.Ran: lambda core, peer, msg, now: core.gates.on_ran(peer, msg, now),
     }
 
 
@@ -1193,7 +1194,7 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 
 # Requests whose retry must not act twice (a second grant, a second job).
-_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land, m.Tasks, m.SendText, m.InboxQuery})
+_RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land, m.Tasks, m.SendText, m.InboxQuery, m.Ran})
 
 
 def check_agent_name(name: str) -> None:

@@ -206,8 +206,8 @@ class JobRunner:
             else:
                 if remote is not None and view.kind == "verify":
                     results = await self._run_remote_verify(view, request, remote)
-                elif remote is not None:
-                    specs = [self._check_spec(request, request.cwd)]
+                elif remote is not None:  # a check, or a trigger's probes, on the agent's host
+                    specs = [self._check_spec(request, request.cwd)] if view.kind == "check" else self._trigger_specs(request, request.cwd)
                     view.total = len(specs)
                     results = await self._runner(view.job, remote).run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 else:
@@ -319,11 +319,24 @@ class JobRunner:
         root = await self._worktree_of(cwd)
         if view.kind == "check":
             return [self._with_log(view, self._check_spec(request, cwd))]
+        if view.kind == "trigger":
+            return self._trigger_specs(request, cwd)
         view.worktree = root
         specs, about = await verifyrun.verify_specs(
             root, view.agent, getattr(request, "venv", ""), lambda spec: self._with_log(view, spec)
         )
         view.about.update(about)
+        return specs
+
+    def _trigger_specs(self, request: m.Ran, cwd: str) -> list[ProbeSpec]:
+        """The probes of the [[trigger]]s the agent's command matches (as the coordinator
+        read them), to run in ``cwd``."""
+        specs = []
+        for probe in self.config.triggered(request.command):
+            runtime: dict[str, Any] = {}
+            if probe.kind == "build" and "dir" in probe.params:
+                runtime["previous_hash"] = self._build_hashes.get(str(Path(cwd, probe.params["dir"])))
+            specs.append(probe.to_spec(cwd=cwd, **runtime))
         return specs
 
     def _check_spec(self, request: m.Check, cwd: str) -> ProbeSpec:

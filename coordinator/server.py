@@ -213,6 +213,7 @@ class Server:
                 self._jobs = JobRunner(
                     self.core, self.apply, pool, self.place.worktree, self.place.state_dir, self._workers, self._is_remote_agent
                 )
+                self.core.gates.triggers = tuple((t.command, t.probe) for t in self._jobs.config.triggers)
                 self._landings = LandQueue(self.core, self.apply, self._jobs, self.refs, self.place.state_dir)
                 if self.refs is not None:
                     # Read the integration branch before leases start: on a long history

@@ -36,6 +36,7 @@ no process and reads no clock.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from functools import cache
 from pathlib import Path
@@ -144,6 +145,14 @@ class RuleTable(Table, kw_only=True):
     message: Text | None = None  # notify text, or the instruction sent with any response
 
 
+class TriggerTable(Table, kw_only=True):
+    """``[[trigger]]``: run a ``[[probe]]`` after an agent's shell command matching
+    ``command`` (a glob over the whole command line, e.g. ``"npm run build*"``)."""
+
+    command: Text
+    probe: Name
+
+
 class NotifyTable(Table, kw_only=True):
     """``[notify]``: where operator notices (``notify`` responses, "resolved", a restart
     with no command) go besides the ledger and the publications ``top`` shows."""
@@ -200,6 +209,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     probes: tuple[Probe, ...] = ()
     rules: tuple[Rule, ...] = ()
     notify: NotifyTable = NotifyTable()
+    triggers: tuple[TriggerTable, ...] = ()
+
+    def triggered(self, command: str) -> list[Probe]:
+        """The ``[[probe]]``s whose ``[[trigger]]`` matches shell ``command`` (each once)."""
+        line = " ".join(command.split())
+        names = dict.fromkeys(t.probe for t in self.triggers if fnmatch.fnmatchcase(line, t.command))
+        return [probe for name in names if (probe := self.probe(name)) is not None]
 
     def probe(self, name: str) -> Probe | None:
         """The ``[[probe]]`` called ``name``, if any."""
@@ -360,9 +376,10 @@ def _config_file() -> type:
             ("probe", list[probe_tables()], []),
             ("rule", list[RuleTable], []),
             ("notify", NotifyTable, NotifyTable()),
+            ("trigger", list[TriggerTable], []),
         ],
         bases=(Table,),
-        namespace={"hint": " ([checks.NAME] for checks, [[probe]] and [[rule]] for arrays)"},
+        namespace={"hint": " ([checks.NAME] for checks, [[probe]], [[rule]] and [[trigger]] for arrays)"},
         module=__name__,
         frozen=True,
         kw_only=True,
@@ -424,9 +441,16 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
     webhook = file.notify.webhook
     if webhook is not None and not re.match(r"https?://[^/\s]+", webhook):
         raise ConfigError(f"{source}: [notify] key 'webhook': {webhook!r} is not an http:// or https:// URL")
+    for index, trigger in enumerate(file.trigger, start=1):
+        if trigger.probe not in seen:
+            raise ConfigError(
+                f"{source}: [[trigger]] #{index} key 'probe': {trigger.probe!r} names no [[probe]]; "
+                f"known: {', '.join(sorted(seen)) or 'none'}"
+            )
     return Config(
         source=source,
         notify=file.notify,
+        triggers=tuple(file.trigger),
         coordinator=file.coordinator,
         verify=file.verify,
         land=file.land,

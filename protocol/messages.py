@@ -357,6 +357,15 @@ class InboxQuery(Request, frozen=True, kw_only=True, tag="inbox"):
     all: bool = False
 
 
+class Ran(Request, frozen=True, kw_only=True, tag="ran"):
+    """The agent ran a shell command (seen by its after-tool hook): the ``[[trigger]]``s
+    of lockstep.toml that match it start their probes as a job."""
+
+    session: str
+    command: str
+    cwd: str = ""
+
+
 MAX_TEXT_BYTES = 4000  # a message's or a task's text, in UTF-8
 
 
@@ -695,7 +704,7 @@ class Publication(Message, frozen=True, kw_only=True, tag="pub"):
 ClientMessage = (
     Hello | Heartbeat | Watch | Claim | Release | Intent | Status | Bye | Shutdown | Abandon
     | Check | Verify | Done | JobQuery | PlanRun | Fresh | Compact | Land | LandQuery | Enroll | Keys | Wrote | TurnStart
-    | WorkerReady | WorkerBeat | WorkProgress | WorkDone | WorkerBye | Tasks | SendText | InboxQuery
+    | WorkerReady | WorkerBeat | WorkProgress | WorkDone | WorkerBye | Tasks | SendText | InboxQuery | Ran
 )
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error

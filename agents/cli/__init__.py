@@ -3,7 +3,8 @@
 ``base`` holds the group, the shared options and the exit-code contract; each other
 module adds its verbs to the group when imported: ``serve`` (serve, stop), ``claims``
 (claim, release, intent), ``state`` (status, ledger, top), ``runs`` (run, demo),
-``checks`` (check, verify, done, plan) and ``hooks`` (hook, guard, mcp).  The group
+``checks`` (check, verify, done, plan), ``inbox`` (tasks, send, inbox) and ``hooks``
+(hook, guard, mcp).  The group
 imports a module only when one of its verbs runs (``base.VERB_MODULES``), and the
 entry point (``fast.run``) answers ``intent`` and ``hook claude`` without importing
 click at all, so the calls an agent makes on every edit start fast.
