@@ -63,10 +63,11 @@ NOT_RUN = "not run"                          # an autofix check after a failed r
 CHANGED_HELD_PATHS = "changed held paths"    # an autofix check rewrote paths others hold (undone)
 WORKER_LOST = "worker lost"                  # a remote agent's worker went away while running its checks
 VALUES_DISAGREE = "values disagree"          # consistency: the sources do not all give one value
+DEPLOY_HASH_MISMATCH = "deploy hash mismatch"  # http expect_hash_of: served hash is not the local artifact's
 FINDINGS: tuple[str, ...] = (
     WRITE_LOST, BUILD_PRODUCED_NOTHING, COMMAND_FAILED, SIDE_EFFECT_MISSING, TIMED_OUT,
     ENDPOINT_FAILING, PROCESSES_MISSING, PROCESSES_UNEXPECTED, HANDOFF_INCOMPLETE,
-    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST, VALUES_DISAGREE,
+    PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST, VALUES_DISAGREE, DEPLOY_HASH_MISMATCH,
 )
 
 DEFAULT_TIMEOUT = 60.0

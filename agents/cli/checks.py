@@ -231,8 +231,9 @@ def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json,
 @click.option("--json-path", metavar="EXPR", help="A JSONPath such as $.hash into the JSON body.")
 @click.option("--equals", metavar="VALUE", help="With --json-path: the value there must equal VALUE (JSON, else text).")
 @click.option("--at-least", type=float, metavar="N", help="With --json-path: the number there must be at least N.")
+@click.option("--expect-hash-of", metavar="FILE", help="The value at --json-path (else the body) must be FILE's sha256.")
 @_common
-def check_http(url, status, contains, json_path, equals, at_least, name, timeout, agent, endpoint, as_json):
+def check_http(url, status, contains, json_path, equals, at_least, expect_hash_of, name, timeout, agent, endpoint, as_json):
     """Fetch URL (loopback only) and check status, body and a JSON value
     (a deploy verifier: the asset exists, index.html names the new bundle, deploy-info
     reports the new hash).
@@ -240,7 +241,7 @@ def check_http(url, status, contains, json_path, equals, at_least, name, timeout
     \b
     Examples:
       lockstep check http http://127.0.0.1:8000/health
-      lockstep check http http://127.0.0.1:8000/deploy-info --json-path '$.hash' --equals abc123
+      lockstep check http http://127.0.0.1:8000/deploy-info --json-path '$.hash' --expect-hash-of dist/app.js
     """
     params: dict[str, Any] = {"url": url, "status": status}
     if contains is not None:
@@ -256,6 +257,8 @@ def check_http(url, status, contains, json_path, equals, at_least, name, timeout
             params["equals"] = equals
     if at_least is not None:
         params["at_least"] = at_least
+    if expect_hash_of:
+        params["expect_hash_of"] = expect_hash_of
     _check("http", params, name, timeout, agent, endpoint, as_json)
 
 

@@ -6,10 +6,15 @@ Params: ``url`` (http/https on localhost or a loopback address only, for now),
 there, or the whole JSON document when no json_path, must equal this; true is not 1),
 ``at_least`` (that value must be a number >= this).  GET, no proxy, redirects not
 followed (a 3xx is the status seen).  Any miss -> ``endpoint failing``.
+``expect_hash_of`` (a local artifact, e.g. ``dist/app.js``): the value at ``json_path``
+(a hex sha256 or a prefix of 7+ digits, ``sha256:`` allowed), or else the whole body,
+must be that file's sha256; otherwise ``deploy hash mismatch`` (the deploy serves
+another build than the one on disk).
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import re
 import urllib.error
@@ -19,10 +24,16 @@ from typing import Annotated, Any
 import msgspec
 
 from probes.kinds import Kind
-from probes.kinds.common import Params, make_result
-from probes.model import ENDPOINT_FAILING, ProbeError, ProbeResult, ProbeSpec
+from probes.kinds.common import Params, make_result, resolve, sha256_file
+from probes.model import (
+    DEPLOY_HASH_MISMATCH,
+    ENDPOINT_FAILING,
+    ProbeError,
+    ProbeResult,
+    ProbeSpec,
+)
 from probes.output import errors_first
-from probes.schema import LoopbackUrl, Text, in_toml, loopback_url_problem
+from probes.schema import LoopbackUrl, RelPath, Text, in_toml, loopback_url_problem
 
 
 class HttpParams(Params):
@@ -33,6 +44,9 @@ class HttpParams(Params):
     # UNSET (absent) differs from null: {"equals": null} checks the value is null.
     equals: Any | msgspec.UnsetType = msgspec.UNSET
     at_least: int | float | None = None
+    # a local artifact (dist/app.js): the value at json_path (a hex sha256, or a prefix of
+    # 7+ digits), or else the whole body, must be that file's sha256 -> "deploy hash mismatch"
+    expect_hash_of: Annotated[str | None, in_toml(RelPath)] = None
 
 
 def check(label: str, params: HttpParams) -> None:
@@ -169,6 +183,10 @@ def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
                         problems.append(f"{where} is {value!r}, not a number")
                     elif value < params.at_least:
                         problems.append(f"{where} is {value!r}, expected at least {params.at_least!r}")
+    if not problems and params.expect_hash_of is not None:
+        mismatch = _hash_mismatch(spec, params, body, details)
+        if mismatch:
+            return make_result(spec, url, finding=DEPLOY_HASH_MISMATCH, details=details, reason=f"{url}: {mismatch}.")
     if not problems:
         return make_result(spec, url, reason=f"{url} answered {status} as expected.", details=details)
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
@@ -177,6 +195,29 @@ def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
         reason=f"{url}: {problems[0]}{more}.",
         output=errors_first("\n".join(f"failed: {p}" for p in problems) + "\n" + text),
     )
+
+
+def _hash_mismatch(spec: ProbeSpec, params: HttpParams, body: bytes, details: dict[str, Any]) -> str:
+    """Why the served hash is not the local artifact's ("" when it is)."""
+    artifact = resolve(spec, params.expect_hash_of)
+    try:
+        expected = sha256_file(artifact)
+    except OSError as exc:
+        return f"cannot hash the local artifact {params.expect_hash_of}: {exc.strerror or exc}"
+    details["expected_hash"] = expected
+    if params.json_path is None:
+        served = hashlib.sha256(body).hexdigest()
+        details["served_hash"] = served
+        if served != expected:
+            return f"the body's sha256 is {served[:12]}…, {params.expect_hash_of} has {expected[:12]}…"
+        return ""
+    value = details.get("value")
+    served = value.strip().lower() if isinstance(value, str) else ""
+    served = served.removeprefix("sha256:")
+    details["served_hash"] = served
+    if len(served) < 7 or any(c not in "0123456789abcdef" for c in served) or not expected.startswith(served):
+        return f"{params.json_path} is {value!r}, {params.expect_hash_of} has sha256 {expected[:12]}… (a deploy of another build?)"
+    return ""
 
 
 KIND = Kind("http", HttpParams, check, probe_http, target)

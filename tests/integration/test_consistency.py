@@ -61,3 +61,29 @@ def test_replicas_are_compared_with_each_other_and_the_odd_one_is_named(repo, co
         for replica in replicas:
             replica.shutdown()
             replica.server_close()
+
+
+def test_the_served_deploy_hash_is_compared_with_the_local_artifact(repo, coordinator):
+    import hashlib
+
+    dist = repo.root / "dist"
+    dist.mkdir()
+    (dist / "app.js").write_text("console.log('v2')\n")
+    served = _replica(hashlib.sha256(b"console.log('v2')\n").hexdigest())  # serves {"version": <hash>}
+    try:
+        coordinator(*FAST)
+        url = f"http://127.0.0.1:{served.server_port}/deploy_info"
+        args = ("check", "http", url, "--json-path", "$.version", "--expect-hash-of", "dist/app.js", "--json")
+        assert cli(*args, cwd=repo.root).rc == 0
+        served.version = served.version[:12]  # a short hash is fine
+        assert cli(*args, cwd=repo.root).rc == 0
+        (dist / "app.js").write_text("console.log('v3')\n")  # built again, not deployed
+        stale = cli(*args, cwd=repo.root)
+        assert stale.rc == 1
+        (result,) = stale.json["results"]
+        assert result["finding"] == "deploy hash mismatch" and "dist/app.js has sha256" in result["reason"]
+        assert result["details"]["expected_hash"] == hashlib.sha256(b"console.log('v3')\n").hexdigest()
+        assert [r["action"] for r in stale.json["responses"]] == ["notify"]
+    finally:
+        served.shutdown()
+        served.server_close()
