@@ -242,8 +242,9 @@ def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
 def ran(client: str, event: dict, endpoint: str | None) -> None:
     """After a shell call: tell the coordinator the command, so the ``[[trigger]]``s it
     matches run their probes (their findings go through the rules; the hook does not
-    wait for them)."""
-    from agents.oneshot import open_oneshot
+    wait for them).  With no coordinator there is nothing to trigger and nothing to
+    say: the call's answer stays what the write comparison made of it."""
+    from agents.oneshot import CoordinatorUnreachable, open_oneshot
     from protocol import messages as m
 
     tool_input = event.get("tool_input")
@@ -255,8 +256,11 @@ def ran(client: str, event: dict, endpoint: str | None) -> None:
     if not isinstance(command, str) or not command.strip():
         return
     cwd = str(event.get("cwd") or os.getcwd())
-    with open_oneshot(agent_for(client, event), cwd=cwd, endpoint=endpoint) as session:
-        session.call(lambda s: m.Ran(session=s, command=command[:4000], cwd=cwd))
+    try:
+        with open_oneshot(agent_for(client, event), cwd=cwd, endpoint=endpoint) as session:
+            session.call(lambda s: m.Ran(session=s, command=command[:4000], cwd=cwd))
+    except CoordinatorUnreachable:
+        return
 
 
 def failure(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:

@@ -34,6 +34,19 @@ def test_block_denies_with_the_reason_and_warn_passes_it_on():
     assert shown["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
 
 
+def test_a_warning_and_waiting_messages_are_one_json_answer():
+    both = hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("warn", "alice holds it too", "lockstep: message 1 from bob: hi"))
+    shown = json.loads(both.stdout)
+    assert both.exit_code == 0 and both.stderr == ""
+    assert shown["systemMessage"] == "lockstep: alice holds it too"
+    assert shown["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse", "additionalContext": "lockstep: alice holds it too\nlockstep: message 1 from bob: hi",
+    }
+    only = json.loads(hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("allow", "", "lockstep: message 1 from bob: hi")).stdout)
+    assert only == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": "lockstep: message 1 from bob: hi"}}
+    assert hooks.pre_tool_use(_event(file_path="/r/a"), lambda a, p: ("allow", "", "")).stdout == ""
+
+
 def _unreachable(*args):
     from agents.oneshot import CoordinatorUnreachable
 
