@@ -336,7 +336,7 @@ class JobRunner:
             runtime: dict[str, Any] = {}
             if probe.kind == "build" and "dir" in probe.params:
                 runtime["previous_hash"] = self._build_hashes.get(str(Path(cwd, probe.params["dir"])))
-            specs.append(probe.to_spec(cwd=cwd, **runtime))
+            specs.append(self._reached(probe.to_spec(cwd=cwd, **runtime)))
         return specs
 
     def _check_spec(self, request: m.Check, cwd: str) -> ProbeSpec:
@@ -348,7 +348,16 @@ class JobRunner:
         spec = ProbeSpec(name=probe.name or probe.kind, kind=probe.kind, params=params, cwd=cwd)
         if probe.timeout is not None:
             spec = msgspec.structs.replace(spec, timeout=probe.timeout)
-        return spec
+        return self._reached(spec)
+
+    def _reached(self, spec: ProbeSpec) -> ProbeSpec:
+        """An http or consistency spec with this coordinator's ``[http]`` table as its
+        ``reach``, replacing whatever the request said: what may be fetched is the
+        operator's lockstep.toml, never the asking agent's."""
+        if spec.kind not in ("http", "consistency"):
+            return spec
+        reach = msgspec.to_builtins(self.config.http.reach(self._repo_root))
+        return msgspec.structs.replace(spec, params={**spec.params, "reach": reach})
 
     @staticmethod
     def _annotated(view: JobView, result: ProbeResult) -> ProbeResult:
@@ -526,7 +535,7 @@ class JobRunner:
             await trio.sleep(every)
             cycles += 1
             view = JobView(f"{names}#{cycles}", "scheduled", None, total=len(probes))
-            specs = [probe.to_spec(cwd=str(self._repo_root)) for probe in probes]
+            specs = [self._reached(probe.to_spec(cwd=str(self._repo_root))) for probe in probes]
             try:
                 results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 await self._respond(view, results)
@@ -594,7 +603,7 @@ class JobRunner:
             resolved = known.get(probe) if isinstance(probe, str) else probe
             if resolved is None:
                 return f"unknown probe {probe!r}"
-            specs.append(resolved.to_spec(cwd=cwd))
+            specs.append(self._reached(resolved.to_spec(cwd=cwd)))
         results = await runner.run_suite(specs)
         if view is not None:
             for result in results:

@@ -33,6 +33,7 @@ from probes.kinds.handoff import HandoffParams, probe_handoff
 from probes.kinds.http import (
     HttpParams,
     check_loopback_url,
+    check_reachable,
     follow_json_path,
     parse_json_path,
     probe_http,
@@ -44,7 +45,7 @@ from probes.procgroup import TERM_GRACE, end_process_group, live_group_members
 
 __all__ = [
     "PARAMS_TYPES", "PYTHON_PROBES", "TERM_GRACE", "BuildParams", "CommandParams", "HandoffParams", "HttpParams",
-    "Kind", "Params", "ProcessesParams", "WriteParams", "check_loopback_url", "end_process_group",
+    "Kind", "Params", "ProcessesParams", "WriteParams", "check_loopback_url", "check_reachable", "end_process_group",
     "follow_json_path", "kind_of", "live_group_members", "make_result", "newest_artifact", "parse_json_path",
     "prepare", "probe_build", "probe_command", "probe_handoff", "probe_http", "probe_processes", "probe_write",
     "resolve", "run_python_probe", "sha256_file", "target_of",

@@ -29,6 +29,8 @@ Tables (all optional; docs/config.md documents each key, type and default):
     (``probe_table``).
 ``[[rule]]``
     findings -> responses; they precede ``probes.rules.DEFAULT_RULES``.
+``[http]``
+    what ``http`` and ``consistency`` probes may reach besides loopback (``probes.reach``).
 
 This module is pure apart from ``load_config``/``detect_suite`` reading files; it starts
 no process and reads no clock.
@@ -46,9 +48,11 @@ import msgspec
 
 from probes.model import DEFAULT_TIMEOUT, FINDINGS, KINDS, ProbeSpec
 from probes.schema import (
+    AllowedOrigin,
     Name,
     PositiveSeconds,
     RelPath,
+    Size,
     Table,
     Text,
     duration_problem,
@@ -161,6 +165,23 @@ class NotifyTable(Table, kw_only=True):
     webhook: Text | None = None  # also POST each as JSON to this http(s) URL
 
 
+class HttpTable(Table, kw_only=True):
+    """``[http]``: what ``http`` and ``consistency`` probes may fetch besides loopback,
+    and how (``probes.reach`` states the matching rules)."""
+
+    allow: list[AllowedOrigin] = []  # "https://app.example.com", "https://cdn.example.com/v2"
+    ca: RelPath | None = None  # a PEM file of CAs trusted besides the system's (a private CA)
+    max_body: Size = 16 * 2**20  # bytes of a response read at most; a longer body is not hashed
+    connect_timeout: PositiveSeconds = 10.0  # to connect and shake hands; the probe's timeout bounds the rest
+
+    def reach(self, repo_root: str | Path) -> Any:
+        """The ``probes.reach.Reach`` a probe receives (``ca`` made absolute)."""
+        from probes.reach import Reach
+
+        ca = str(Path(repo_root, self.ca)) if self.ca else None
+        return Reach(allow=list(self.allow), ca=ca, max_body=self.max_body, connect_timeout=self.connect_timeout)
+
+
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
     """One row of the findings -> responses table (see ``probes.rules``)."""
 
@@ -210,6 +231,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     rules: tuple[Rule, ...] = ()
     notify: NotifyTable = NotifyTable()
     triggers: tuple[TriggerTable, ...] = ()
+    http: HttpTable = HttpTable()
 
     def triggered(self, command: str) -> list[Probe]:
         """The ``[[probe]]``s whose ``[[trigger]]`` matches shell ``command`` (each once)."""
@@ -377,6 +399,7 @@ def _config_file() -> type:
             ("rule", list[RuleTable], []),
             ("notify", NotifyTable, NotifyTable()),
             ("trigger", list[TriggerTable], []),
+            ("http", HttpTable, HttpTable()),
         ],
         bases=(Table,),
         namespace={"hint": " ([checks.NAME] for checks, [[probe]], [[rule]] and [[trigger]] for arrays)"},
@@ -427,6 +450,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
     seen: set[str] = set()
     for index, table in enumerate(file.probe, start=1):
         probe = probe_from_table(table, f"{source}: [[probe]] #{index}")
+        _check_reach(probe, file.http, f"{source}: [[probe]] #{index}")
         if probe.name in seen:
             raise ConfigError(
                 f"{source}: [[probe]] #{index} key 'name': {probe.name!r} is already used by an earlier [[probe]]"
@@ -451,6 +475,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
         source=source,
         notify=file.notify,
         triggers=tuple(file.trigger),
+        http=file.http,
         coordinator=file.coordinator,
         verify=file.verify,
         land=file.land,
@@ -460,6 +485,22 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
         probes=tuple(probes),
         rules=rules,
     )
+
+
+def _check_reach(probe: Probe, http: HttpTable, where: str) -> None:
+    """A probe's URLs must be loopback or under ``[http] allow`` (``probes.reach``)."""
+    from probes.reach import refusal
+
+    if probe.kind == "http":
+        urls = [("url", probe.params["url"])]
+    elif probe.kind == "consistency":
+        urls = [("sources", s) for s in probe.params.get("sources", ()) if s.startswith(("http://", "https://"))]
+    else:
+        return
+    for key, url in urls:
+        why = refusal(url, http.allow)
+        if why:
+            raise ConfigError(f"{where} key '{key}': {why}")
 
 
 def _check(name: str, table: CheckTable, source: str) -> Check:

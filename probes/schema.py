@@ -5,7 +5,7 @@ Theory
 A file is decoded by ``msgspec`` straight into frozen Structs (``Table`` subclasses, with
 unknown fields forbidden), so the Struct *is* the schema: field names are the keys,
 annotations are the types, defaults are the defaults.  What msgspec cannot say on its
-own (a duration, a repo-relative path, a regular expression that compiles, a loopback
+own (a duration, a repo-relative path, a regular expression that compiles, an http
 URL) is a small custom type here, checked by ``dec_hook`` when the file is decoded; the
 hook's ``ValueError`` becomes msgspec's ``ValidationError`` with the key's path, which
 ``probes.config`` turns into a message naming the file, the table and the key.
@@ -123,8 +123,13 @@ class HexDigest(Text):
     """A sha256 digest: 64 hex digits."""
 
 
-class LoopbackUrl(Text):
-    """An http(s) URL on localhost or a loopback address (http probes stay local)."""
+class HttpUrl(Text):
+    """An http(s) URL with a host and no credentials.  Whether a probe may fetch it
+    (loopback, or listed in ``[http] allow``) is checked once the whole file is read."""
+
+
+class AllowedOrigin(Text):
+    """An ``[http] allow`` entry: ``scheme://host[:port][/path]`` (``probes.reach``)."""
 
 
 class Argv(list):
@@ -182,27 +187,17 @@ def regex_problem(pattern: str) -> str | None:
     return None
 
 
-def loopback_url_problem(url: str) -> str | None:
-    """Why ``url`` may not be probed (http probes reach loopback only), or None."""
-    import ipaddress  # only when a config names a URL
-    import urllib.parse
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL a probe could fetch, or None (``probes.reach``)."""
+    from probes.reach import url_problem  # only when a config names a URL
 
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError on a malformed port
-    except ValueError as exc:
-        return f"{shown(url)} is not a valid URL ({exc})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{shown(url)} is not an http:// or https:// URL with a host"
-    host = parts.hostname
-    if host == "localhost" or host.endswith(".localhost"):
-        return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        pass
-    return f"{shown(url)} is not on localhost or a loopback address (http probes stay local)"
+    return url_problem(url)
+
+
+def allowed_origin_problem(entry: str) -> str | None:
+    from probes.reach import origin_problem
+
+    return origin_problem(entry)
 
 
 def _text(value: object) -> str:
@@ -324,7 +319,8 @@ _DECODERS: dict[type, Any] = {
     Glob: _glob,
     Regex: _checked(regex_problem),
     HexDigest: _hex_digest,
-    LoopbackUrl: _checked(loopback_url_problem),
+    HttpUrl: _checked(http_url_problem),
+    AllowedOrigin: _checked(allowed_origin_problem),
     Argv: _argv,
     RegexList: _regex_list,
 }

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
 from agents.oneshot import (
     Connection,
@@ -28,6 +29,7 @@ from agents.oneshot import (
 )
 from protocol import discovery
 from protocol import messages as m
+from protocol.errors import LockstepError
 
 from .base import (
     EXIT_REFUSED,
@@ -132,12 +134,26 @@ def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float |
     from probes.model import ProbeError, ProbeSpec
 
     try:  # bad parameters are bad input (exit 2), found before anything runs
-        prepare(ProbeSpec(name=name or kind, kind=kind, params=params, cwd=os.getcwd()))
+        prepare(ProbeSpec(name=name or kind, kind=kind, params={**params, **_reach(kind)}, cwd=os.getcwd()))
     except ProbeError as exc:
         raise Failure("bad_request", exc.message, EXIT_USAGE) from None
     probe = m.ProbeRequest(kind=kind, name=name or kind, params=params, timeout=timeout)
     gate = _run_job(agent, endpoint, lambda s: m.Check(probe=probe, cwd=os.getcwd(), session=s), as_json)
     _finish(gate, as_json)
+
+
+def _reach(kind: str) -> dict[str, Any]:
+    """What this worktree's lockstep.toml lets http probes reach (``[http]``), for the
+    early refusal of a URL it does not list; the coordinator applies its own copy."""
+    if kind not in ("http", "consistency"):
+        return {}
+    from probes.config import ConfigError, load_config
+
+    try:
+        root = discovery.locate().worktree
+        return {"reach": msgspec.to_builtins(load_config(root).http.reach(root))}
+    except (ConfigError, OSError, LockstepError):
+        return {}  # the coordinator's answer will say what is wrong
 
 
 def _inside_worktree(path: str, what: str) -> None:
@@ -234,7 +250,7 @@ def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json,
 @click.option("--expect-hash-of", metavar="FILE", help="The value at --json-path (else the body) must be FILE's sha256.")
 @_common
 def check_http(url, status, contains, json_path, equals, at_least, expect_hash_of, name, timeout, agent, endpoint, as_json):
-    """Fetch URL (loopback only) and check status, body and a JSON value
+    """Fetch URL (loopback, or listed in [http] allow) and check status, body and a JSON value
     (a deploy verifier: the asset exists, index.html names the new bundle, deploy-info
     reports the new hash).
 
@@ -301,7 +317,7 @@ def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
 @click.option("--header", metavar="NAME", help="Else compare this response header of each URL (ETag, X-Build).")
 @_common
 def check_consistency(sources, json_path, header, name, timeout, agent, endpoint, as_json):
-    """Two or more SOURCES (loopback URLs and/or files) give the same value: a JSON value,
+    """Two or more SOURCES (URLs as for `check http`, and/or files) give the same value: a JSON value,
     a header, or else the same content (sha256). Fails with `values disagree`, naming
     the odd ones out and the majority value.
 

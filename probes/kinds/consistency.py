@@ -1,6 +1,6 @@
 """``consistency``: N sources agree on one value.
 
-Params: ``sources`` (two or more: http(s) URLs on loopback, as for ``http``, or files
+Params: ``sources`` (two or more: http(s) URLs, reachable as for ``http``, or files
 relative to the worktree), and what to read from each: ``json_path`` (a value in the
 JSON body or file, as for ``http``), else ``header`` (an http response header; files
 have none), else the sha256 of the whole body or file.  Passes only when every source
@@ -14,33 +14,31 @@ compared with each other.
 from __future__ import annotations
 
 import hashlib
-import http.client
-import urllib.error
-import urllib.request
 from collections import Counter
 from typing import Annotated, Any
 
 import msgspec
 
+from probes.fetch import fetch
 from probes.kinds import Kind
 from probes.kinds.common import Params, make_result, resolve
 from probes.kinds.http import (
     _MISSING,
     _SOCKET_TIMEOUT_SLACK,
-    MAX_BODY,
-    _NoRedirect,
-    check_loopback_url,
+    check_reachable,
     follow_json_path,
     parse_json_path,
 )
 from probes.model import VALUES_DISAGREE, ProbeError, ProbeResult, ProbeSpec
-from probes.schema import Text, in_toml
+from probes.reach import Reach
+from probes.schema import RUNTIME_ONLY, Text, in_toml
 
 
 class ConsistencyParams(Params):
     sources: Annotated[list[str], in_toml(list[Text])]
     json_path: Annotated[str | None, in_toml(Text)] = None
     header: Annotated[str | None, in_toml(Text)] = None
+    reach: Annotated[Reach, RUNTIME_ONLY] = msgspec.field(default_factory=Reach)  # [http], as for http
 
 
 def _is_url(source: str) -> bool:
@@ -54,7 +52,7 @@ def check(label: str, params: ConsistencyParams) -> None:
         if not source.strip():
             raise ProbeError(f"{label}: a source is empty")
         if _is_url(source):
-            check_loopback_url(source)
+            check_reachable(source, params.reach.allow)
         elif params.header is not None:
             raise ProbeError(f"{label}: header reads http responses; {source!r} is a file")
     if params.json_path is not None and params.header is not None:
@@ -71,19 +69,20 @@ def _read(spec: ProbeSpec, params: ConsistencyParams, source: str) -> tuple[Any,
     """(the value, "") or (None, why there is none)."""
     header_value = None
     if _is_url(source):
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-        request = urllib.request.Request(source, headers={"User-Agent": "lockstep-probe"})
-        try:
-            with opener.open(request, timeout=spec.timeout + _SOCKET_TIMEOUT_SLACK) as response:
-                body = response.read(MAX_BODY)
-                header_value = response.headers.get(params.header) if params.header else None
-        except urllib.error.HTTPError as exc:
-            return None, f"answered {exc.code}"
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            return None, f"unreachable: {getattr(exc, 'reason', None) or exc}"
+        got = fetch(source, params.reach, spec.timeout + _SOCKET_TIMEOUT_SLACK)
+        if got.status is None:
+            return None, f"unreachable: {got.error}"
+        if got.refused:
+            return None, got.error
+        if got.status >= 300:
+            return None, f"answered {got.status}"
+        if got.truncated and params.header is None:
+            return None, f"its body is larger than [http] max_body ({params.reach.max_body} bytes)"
+        body = got.body
+        header_value = got.headers.get(params.header.lower()) if params.header else None
     else:
         try:
-            body = resolve(spec, source).read_bytes()[:MAX_BODY]
+            body = resolve(spec, source).read_bytes()[: params.reach.max_body]
         except OSError as exc:
             return None, f"cannot read it: {exc.strerror or exc}"
     if params.header is not None:

@@ -1,28 +1,30 @@
 """``http``: an endpoint answers as expected.
 
-Params: ``url`` (http/https on localhost or a loopback address only, for now),
-``status`` (default 200; null: any status), ``contains`` (substring of the body),
-``json_path`` (``$.a.b[0].c``, ``['key']``, negative indexes), ``equals`` (the value
-there, or the whole JSON document when no json_path, must equal this; true is not 1),
-``at_least`` (that value must be a number >= this).  GET, no proxy, redirects not
-followed (a 3xx is the status seen).  Any miss -> ``endpoint failing``.
+Params: ``url`` (http/https: loopback, or under an entry of ``[http] allow``; see
+``probes.reach``), ``status`` (default 200; null: any status), ``contains`` (substring
+of the body), ``json_path`` (``$.a.b[0].c``, ``['key']``, negative indexes), ``equals``
+(the value there, or the whole JSON document when no json_path, must equal this; true
+is not 1), ``at_least`` (that value must be a number >= this).  GET, no proxy, bounded
+in time and size, TLS verified (``probes.kinds.fetch``); redirects are followed only to
+URLs the allow list covers, and not at all when ``status`` expects a 3xx (then the 3xx
+is what is checked).  Any miss -> ``endpoint failing``; a refused redirect names its
+target.
 ``expect_hash_of`` (a local artifact, e.g. ``dist/app.js``): the value at ``json_path``
 (a hex sha256 or a prefix of 7+ digits, ``sha256:`` allowed), or else the whole body,
 must be that file's sha256; otherwise ``deploy hash mismatch`` (the deploy serves
 another build than the one on disk).
+``reach`` is the coordinator's ``[http]`` table, filled in at run time, never written.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import re
-import urllib.error
-import urllib.request
 from typing import Annotated, Any
 
 import msgspec
 
+from probes.fetch import fetch
 from probes.kinds import Kind
 from probes.kinds.common import Params, make_result, resolve, sha256_file
 from probes.model import (
@@ -33,11 +35,12 @@ from probes.model import (
     ProbeSpec,
 )
 from probes.output import errors_first
-from probes.schema import LoopbackUrl, RelPath, Text, in_toml, loopback_url_problem
+from probes.reach import Reach, refusal
+from probes.schema import RUNTIME_ONLY, HttpUrl, RelPath, Text, in_toml
 
 
 class HttpParams(Params):
-    url: Annotated[str, in_toml(LoopbackUrl)]
+    url: Annotated[str, in_toml(HttpUrl)]
     status: Annotated[int | None, in_toml(Annotated[int, msgspec.Meta(ge=100, le=599)])] = 200
     contains: Annotated[str | None, in_toml(Text)] = None
     json_path: Annotated[str | None, in_toml(Text)] = None
@@ -47,37 +50,36 @@ class HttpParams(Params):
     # a local artifact (dist/app.js): the value at json_path (a hex sha256, or a prefix of
     # 7+ digits), or else the whole body, must be that file's sha256 -> "deploy hash mismatch"
     expect_hash_of: Annotated[str | None, in_toml(RelPath)] = None
+    # [http] of the coordinator's lockstep.toml: what may be fetched, and how
+    reach: Annotated[Reach, RUNTIME_ONLY] = msgspec.field(default_factory=Reach)
 
 
 def check(label: str, params: HttpParams) -> None:
-    check_loopback_url(params.url)
+    check_reachable(params.url, params.reach.allow)
     if params.json_path is not None:
         parse_json_path(params.json_path)
     if params.status is not None and not 100 <= params.status <= 599:
         raise ProbeError(f"{label}: status must be an HTTP status code, got {params.status}")
 
 
-def check_loopback_url(url: str) -> None:
-    """Refuse (ProbeError) any URL that is not http(s) on localhost or loopback."""
-    problem = loopback_url_problem(url)
+def check_reachable(url: str, allow: list[str] | tuple[str, ...] = ()) -> None:
+    """Refuse (ProbeError) a URL that is neither loopback nor under an ``allow`` entry."""
+    problem = refusal(url, allow)
     if problem:
         raise ProbeError(problem)
+
+
+def check_loopback_url(url: str) -> None:
+    """Refuse (ProbeError) any URL that is not http(s) on localhost, 127.0.0.1 or ::1."""
+    check_reachable(url, ())
 
 
 def target(spec: ProbeSpec, params: HttpParams) -> str:
     return params.url
 
 
-MAX_BODY = 1 << 20  # bytes of a response body read
 # The pool's timeout must win over the socket's, so a hang reads "timed out".
 _SOCKET_TIMEOUT_SLACK = 5.0
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Report a 3xx as it is: following it could leave loopback."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 _JSON_PATH_STEP = re.compile(
@@ -131,32 +133,27 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _fetch(url: str, timeout: float) -> tuple[int, bytes]:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-    request = urllib.request.Request(url, headers={"User-Agent": "lockstep-probe"})
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return response.status, response.read(MAX_BODY)
-    except urllib.error.HTTPError as exc:  # a status is an answer, not a failure to reach
-        try:
-            body = exc.read(MAX_BODY) if exc.fp is not None else b""
-        except OSError:
-            body = b""
-        return exc.code, body
-
-
 def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
     url = params.url
-    try:
-        status, body = _fetch(url, spec.timeout + _SOCKET_TIMEOUT_SLACK)
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-        why = getattr(exc, "reason", None) or exc
+    expects_redirect = params.status is not None and 300 <= params.status < 400
+    got = fetch(url, params.reach, spec.timeout + _SOCKET_TIMEOUT_SLACK, follow=not expects_redirect)
+    if got.status is None:
+        hint = "" if got.error.startswith("TLS") else "; is the service running?"
+        where = f" (redirected to {got.url})" if got.redirects else ""
         return make_result(
-            spec, url, finding=ENDPOINT_FAILING, details={"status": None},
-            reason=f"could not reach {url}: {why}; is the service running?",
+            spec, url, finding=ENDPOINT_FAILING, details={"status": None, "redirects": got.redirects},
+            reason=f"could not reach {url}{where}: {got.error}{hint}",
         )
-    problems: list[str] = []
+    status, body = got.status, got.body
     details: dict[str, Any] = {"status": status, "bytes": len(body)}
+    if got.redirects:
+        details["redirects"] = got.redirects
+    if got.truncated:
+        details["truncated"] = True
+    if got.refused:
+        details["redirect"] = got.refused
+        return make_result(spec, url, finding=ENDPOINT_FAILING, details=details, reason=f"{url}: {got.error}.")
+    problems: list[str] = []
     if params.status is not None and status != params.status:
         problems.append(f"status {status}, expected {params.status}")
     text = body.decode(errors="replace")
@@ -206,6 +203,8 @@ def _hash_mismatch(spec: ProbeSpec, params: HttpParams, body: bytes, details: di
         return f"cannot hash the local artifact {params.expect_hash_of}: {exc.strerror or exc}"
     details["expected_hash"] = expected
     if params.json_path is None:
+        if details.get("truncated"):
+            return f"the body is larger than [http] max_body ({params.reach.max_body} bytes): not hashed"
         served = hashlib.sha256(body).hexdigest()
         details["served_hash"] = served
         if served != expected:

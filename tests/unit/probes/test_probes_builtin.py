@@ -276,10 +276,18 @@ def test_prepare_pins_cwd_to_the_current_directory():
 
 
 @pytest.mark.parametrize(
-    "url", ["http://localhost:8080/x", "http://127.0.0.1/", "http://127.1.2.3:9/", "http://[::1]:80/", "https://app.localhost/"]
+    "url", ["http://localhost:8080/x", "http://127.0.0.1/", "http://[::1]:80/", "https://LOCALHOST./", "http://[0:0::1]/"]
 )
 def test_loopback_urls_are_accepted(url):
     builtin.check_loopback_url(url)
+
+
+@pytest.mark.parametrize("url", ["http://127.1.2.3:9/", "https://app.localhost/", "http://127.0.0.2/"])
+def test_other_loopback_names_and_addresses_need_listing(url):
+    # they stand for "another machine" (probes.reach): implicit are localhost, 127.0.0.1, ::1
+    with pytest.raises(ProbeError, match="allow"):
+        builtin.check_loopback_url(url)
+    builtin.check_reachable(url, [url.rstrip("/")])
 
 
 def test_json_path_subset():

@@ -1,0 +1,135 @@
+"""One bounded GET (probes.fetch): redirects judged by the allow list hop by hop, TLS
+verified, time and size bounded.  Real servers on loopback (threads), real sockets."""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from probes.fetch import MAX_REDIRECTS, fetch
+from probes.model import ENDPOINT_FAILING, PASS, ProbeSpec
+from probes.reach import Reach
+
+from .test_probes_builtin import run_direct
+
+
+class _Routes(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
+        status, headers, body = self.server.routes.get(self.path, (404, {}, b"not found"))
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _serve(host: str, routes: dict, tls: ssl.SSLContext | None = None) -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer((host, 0), _Routes)
+    server.routes = routes
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def servers() -> Iterator[list]:
+    started: list[http.server.ThreadingHTTPServer] = []
+
+    def start(host: str, routes: dict, tls: ssl.SSLContext | None = None) -> str:
+        server = _serve(host, routes, tls)
+        started.append(server)
+        return f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirect_is_followed_only_to_a_listed_or_loopback_url(servers):
+    remote: dict = {"/bundle.js": (200, {}, b"console.log(1)")}
+    far = servers("127.0.0.2", remote)
+    local: dict = {"/new": (200, {}, b"here"), "/moved": (302, {"Location": "/new"}, b"")}
+    near = servers("127.0.0.1", local)
+    local["/away"] = (301, {"Location": f"{far}/bundle.js"}, b"")
+    here = fetch(f"{near}/moved", Reach(), 10)
+    assert (here.status, here.body, here.redirects) == (200, b"here", [f"{near}/new"])
+    refused = fetch(f"{near}/away", Reach(), 10)
+    assert refused.status == 301 and refused.refused == f"{far}/bundle.js"
+    assert f"redirected to {far}/bundle.js, which is not followed" in refused.error and "[http] allow" in refused.error
+    listed = fetch(f"{near}/away", Reach(allow=[far]), 10)
+    assert (listed.status, listed.body) == (200, b"console.log(1)")
+    assert fetch(f"{near}/moved", Reach(), 10, follow=False).status == 302
+
+
+def test_a_redirect_loop_stops(servers):
+    routes: dict = {"/loop": (302, {"Location": "/loop"}, b"")}
+    url = servers("127.0.0.1", routes)
+    got = fetch(f"{url}/loop", Reach(), 10)
+    assert got.status == 302 and len(got.redirects) == MAX_REDIRECTS and "more than" in got.error
+
+
+def test_the_http_probe_names_a_refused_redirect(servers):
+    far = servers("127.0.0.2", {"/": (200, {}, b"x")})
+    near = servers("127.0.0.1", {"/go": (302, {"Location": f"{far}/"}, b"")})
+    result = run_direct(ProbeSpec(name="site", kind="http", params={"url": f"{near}/go"}, timeout=10))
+    assert result.finding == ENDPOINT_FAILING and f"redirected to {far}/" in result.reason
+    assert result.details["redirect"] == f"{far}/" and result.details["status"] == 302
+    reach = {"allow": [far]}
+    assert run_direct(ProbeSpec(name="site", kind="http", params={"url": f"{near}/go", "reach": reach}, timeout=10)).verdict == PASS
+
+
+def test_a_body_over_max_body_is_cut_and_marked(servers):
+    url = servers("127.0.0.1", {"/big": (200, {}, b"a" * (3 * 2**20))})
+    got = fetch(f"{url}/big", Reach(max_body=2**20), 10)
+    assert got.truncated and len(got.body) == 2**20
+    result = run_direct(ProbeSpec(name="big", kind="http", params={"url": f"{url}/big", "expect_hash_of": "/dev/null", "reach": {"max_body": 2**20}}, timeout=10))
+    assert result.finding == "deploy hash mismatch" and "larger than [http] max_body" in result.reason
+
+
+def test_a_server_that_never_answers_is_bounded_by_the_total():
+    with socket.socket() as listener:  # accepts connections (the backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        got = fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/", Reach(connect_timeout=5), 0.5)
+    assert got.status is None and ("timed out" in got.error or "within" in got.error)
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context with a self-signed certificate for 127.0.0.1, and that
+    certificate's file (to trust it as its own CA)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
+
+
+def test_tls_is_verified_and_a_ca_can_be_trusted(servers, self_signed):
+    context, cert = self_signed
+    url = servers("127.0.0.1", {"/health": (200, {}, b"ok")}, tls=context) + "/health"
+    untrusted = run_direct(ProbeSpec(name="tls", kind="http", params={"url": url}, timeout=10))
+    assert untrusted.finding == ENDPOINT_FAILING and "TLS verification failed" in untrusted.reason
+    assert "certificate" in untrusted.reason and "is the service running" not in untrusted.reason
+    trusted = run_direct(ProbeSpec(name="tls", kind="http", params={"url": url, "reach": {"ca": str(cert)}}, timeout=10))
+    assert trusted.verdict == PASS, trusted.reason
