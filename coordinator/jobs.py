@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lockstep")
 
 KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
+KEEP_DEPLOYS = 10_000  # deploy.seen records kept in memory for bundle probes (the newest)
 Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
 
 
@@ -103,6 +104,10 @@ class JobRunner:
         self._state_dir = state_dir  # where each check's whole output is kept (None: nowhere)
         self._jobs: OrderedDict[str, JobView] = OrderedDict()
         self._build_hashes: dict[str, str] = {}  # build folder -> newest artifact's hash
+        # The deploy history (deploy.seen), oldest first, as [url, hash, size, wall-clock
+        # time]: bundle probes judge it; a URL's last hash decides whether a sighting is new.
+        self._deploys: list[list[Any]] = []
+        self._served: dict[str, str] = {}  # url -> the hash last recorded there
         self._done_waiters: dict[str, list[trio.Event]] = {}  # agent -> plan steps waiting
         self.config = self._load_repo_config()
         self._rules = RuleTable.from_config(self.config)
@@ -194,6 +199,19 @@ class JobRunner:
             return hashes
 
         self._build_hashes = await trio.to_thread.run_sync(scan)
+
+    async def deploys_from(self, ledger: Ledger) -> None:
+        """The recorded deploy history, so bundle probes judge what was seen before a
+        restart and a restart records no sighting twice."""
+
+        def scan() -> list[list[Any]]:
+            return [
+                [e.data.get("url", ""), e.data.get("hash", ""), e.data.get("size"), e.ts]
+                for e in ledger.events(kinds=["deploy.seen"])
+            ][-KEEP_DEPLOYS:]
+
+        self._deploys = await trio.to_thread.run_sync(scan)
+        self._served = {url: digest for url, digest, _, _ in self._deploys}
 
     # ------------------------------------------------------------------ one job
 
@@ -351,13 +369,17 @@ class JobRunner:
         return self._reached(spec)
 
     def _reached(self, spec: ProbeSpec) -> ProbeSpec:
-        """An http or consistency spec with this coordinator's ``[http]`` table as its
-        ``reach``, replacing whatever the request said: what may be fetched is the
-        operator's lockstep.toml, never the asking agent's."""
-        if spec.kind not in ("http", "consistency"):
-            return spec
-        reach = msgspec.to_builtins(self.config.http.reach(self._repo_root))
-        return msgspec.structs.replace(spec, params={**spec.params, "reach": reach})
+        """A spec with what only the coordinator may say, replacing whatever the request
+        said: an http or consistency probe's ``reach`` (what may be fetched is the
+        operator's lockstep.toml, never the asking agent's), a bundle probe's history."""
+        if spec.kind in ("http", "consistency"):
+            reach = msgspec.to_builtins(self.config.http.reach(self._repo_root))
+            return msgspec.structs.replace(spec, params={**spec.params, "reach": reach})
+        if spec.kind == "bundle":
+            url = spec.params.get("url")
+            deploys = [d for d in self._deploys if url is None or d[0] == url]
+            return msgspec.structs.replace(spec, params={**spec.params, "deploys": deploys, "now": time.time()})
+        return spec
 
     @staticmethod
     def _annotated(view: JobView, result: ProbeResult) -> ProbeResult:
@@ -383,6 +405,19 @@ class JobRunner:
         if result.kind == "build" and result.details.get("hash"):
             self._build_hashes[result.target] = result.details["hash"]
         await self._apply(lambda now: self._core.job_result(view.job, view.kind, view.agent, data, now))
+        seen = result.details.get("deploy") if result.kind == "http" else None
+        if isinstance(seen, dict) and seen.get("hash") and self._served.get(seen.get("url", "")) != seen["hash"]:
+            await self._record_deploy(view, result.name, seen)
+
+    async def _record_deploy(self, view: JobView, probe: str, seen: dict[str, Any]) -> None:
+        """A URL serves another bundle than the last one recorded there: a deploy."""
+        url, digest = str(seen.get("url", "")), str(seen["hash"])
+        size = seen.get("size") if isinstance(seen.get("size"), int) else None
+        record = rec.DeploySeen(agent=view.agent, url=url, hash=digest, size=size, probe=probe, job=view.job, previous=self._served.get(url, ""))
+        self._served[url] = digest
+        self._deploys.append([url, digest, size, time.time()])
+        del self._deploys[:-KEEP_DEPLOYS]
+        await self._apply(lambda now: self._core.note(record, now))
 
     def _gate(self, view: JobView, results: list[ProbeResult]) -> m.Gate:
         failed = [r for r in results if not r.passed]

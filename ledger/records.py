@@ -388,6 +388,20 @@ class VerifyResult(_Result, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "verify.result"
 
 
+class DeploySeen(Record, frozen=True, kw_only=True):
+    """An http probe saw ``url`` serve another bundle than the last one recorded there
+    (the deploy history the ``bundle`` probe judges; the row's ``ts`` is when)."""
+
+    KIND: ClassVar[str] = "deploy.seen"
+
+    url: str
+    hash: str
+    size: int | None = None  # bytes, when the answer told it
+    probe: str = ""  # the http probe that saw it
+    job: str = ""
+    previous: str = ""  # the hash recorded before at this url ("" for the first)
+
+
 class _JobEnd(Record, frozen=True, kw_only=True):
     job: str
     kind: str
@@ -640,7 +654,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     AgentJoined, AgentWatched, AgentAdopted, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, WriteUnannounced, MergeHeld, MergeFreed,
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
-    JobStarted, ProbeResult, VerifyResult, JobFinished, VerifyFinished, VerifyRefused,
+    JobStarted, ProbeResult, VerifyResult, DeploySeen, JobFinished, VerifyFinished, VerifyRefused,
     TurnStarted, StopDecided, DoneDecided,
     RuleDecided, RuleResponse, RuleResolved, Notice, PeerCutOff,
     TaskQueued, TaskTaken, TaskDone, MessageSent, InboxDelivered,

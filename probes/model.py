@@ -38,8 +38,9 @@ KIND_HTTP = "http"
 KIND_PROCESSES = "processes"
 KIND_HANDOFF = "handoff"
 KIND_CONSISTENCY = "consistency"
+KIND_BUNDLE = "bundle"
 KINDS: tuple[str, ...] = (
-    KIND_WRITE, KIND_BUILD, KIND_COMMAND, KIND_HTTP, KIND_PROCESSES, KIND_HANDOFF, KIND_CONSISTENCY,
+    KIND_WRITE, KIND_BUILD, KIND_COMMAND, KIND_HTTP, KIND_PROCESSES, KIND_HANDOFF, KIND_CONSISTENCY, KIND_BUNDLE,
 )
 
 # -- verdicts -----------------------------------------------------------------------
@@ -64,10 +65,13 @@ CHANGED_HELD_PATHS = "changed held paths"    # an autofix check rewrote paths ot
 WORKER_LOST = "worker lost"                  # a remote agent's worker went away while running its checks
 VALUES_DISAGREE = "values disagree"          # consistency: the sources do not all give one value
 DEPLOY_HASH_MISMATCH = "deploy hash mismatch"  # http expect_hash_of: served hash is not the local artifact's
+BUNDLE_ROLLED_BACK = "bundle rolled back"    # bundle: a deploy served an older bundle than one before it
+BUNDLE_TOO_LARGE = "bundle too large"        # bundle: a deploy served a bundle over max_size
 FINDINGS: tuple[str, ...] = (
     WRITE_LOST, BUILD_PRODUCED_NOTHING, COMMAND_FAILED, SIDE_EFFECT_MISSING, TIMED_OUT,
     ENDPOINT_FAILING, PROCESSES_MISSING, PROCESSES_UNEXPECTED, HANDOFF_INCOMPLETE,
     PROBE_CRASHED, NOT_RUN, CHANGED_HELD_PATHS, WORKER_LOST, VALUES_DISAGREE, DEPLOY_HASH_MISMATCH,
+    BUNDLE_ROLLED_BACK, BUNDLE_TOO_LARGE,
 )
 
 DEFAULT_TIMEOUT = 60.0

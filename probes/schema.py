@@ -98,6 +98,11 @@ class Size(int):
     of 1000, KiB/MiB/GiB/TiB of 1024); at least 1MB."""
 
 
+class Bytes(int):
+    """A number of bytes with no lower bound: an integer, or "250KB", "1.5MB", "64KiB"
+    (a bundle's size budget)."""
+
+
 class Text(str):
     """A string that is not blank."""
 
@@ -258,7 +263,7 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
 SIZE_MIN = 10**6
 
 
-def _size(value: object) -> int:
+def _size(value: object, minimum: int = SIZE_MIN) -> int:
     expected = "expected a number of bytes or a string like '500MB', '1GB', '64MiB'"
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"{shown(value)} is not a size: {expected}")
@@ -266,9 +271,13 @@ def _size(value: object) -> int:
     if isinstance(value, str) and (match is None or match.group(2).upper() not in _SIZE_UNITS):
         raise ValueError(f"{shown(value)} is not a size: {expected}")
     size = value if isinstance(value, int) else int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
-    if size < SIZE_MIN:
-        raise ValueError(f"{shown(value)} is too small: a size must be at least 1MB")
+    if size < minimum:
+        raise ValueError(f"{shown(value)} is too small: a size must be at least {format_size(minimum)}")
     return size
+
+
+def _bytes(value: object) -> int:
+    return _size(value, minimum=1)
 
 
 def format_size(size: int) -> str:
@@ -313,6 +322,7 @@ _DECODERS: dict[type, Any] = {
     PositiveSeconds: _positive_seconds,
     Age: _age,
     Size: _size,
+    Bytes: _bytes,
     Text: _text,
     Name: _checked(name_problem),
     RelPath: _checked(relpath_problem),

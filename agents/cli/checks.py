@@ -248,8 +248,9 @@ def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json,
 @click.option("--equals", metavar="VALUE", help="With --json-path: the value there must equal VALUE (JSON, else text).")
 @click.option("--at-least", type=float, metavar="N", help="With --json-path: the number there must be at least N.")
 @click.option("--expect-hash-of", metavar="FILE", help="The value at --json-path (else the body) must be FILE's sha256.")
+@click.option("--deploy", is_flag=True, help="What URL serves is a deploy: a new hash is recorded (deploy.seen); implied by --expect-hash-of.")
 @_common
-def check_http(url, status, contains, json_path, equals, at_least, expect_hash_of, name, timeout, agent, endpoint, as_json):
+def check_http(url, status, contains, json_path, equals, at_least, expect_hash_of, deploy, name, timeout, agent, endpoint, as_json):
     """Fetch URL (loopback, or listed in [http] allow) and check status, body and a JSON value
     (a deploy verifier: the asset exists, index.html names the new bundle, deploy-info
     reports the new hash).
@@ -275,6 +276,8 @@ def check_http(url, status, contains, json_path, equals, at_least, expect_hash_o
         params["at_least"] = at_least
     if expect_hash_of:
         params["expect_hash_of"] = expect_hash_of
+    if deploy:
+        params["deploy"] = True
     _check("http", params, name, timeout, agent, endpoint, as_json)
 
 
@@ -332,6 +335,34 @@ def check_consistency(sources, json_path, header, name, timeout, agent, endpoint
     if header:
         params["header"] = header
     _check("consistency", params, name, timeout, agent, endpoint, as_json)
+
+
+@check.command("bundle")
+@click.option("--url", metavar="URL", help="Only the deploys seen at URL (default: every URL, each on its own).")
+@click.option("--window", default="1h", show_default=True, metavar="DURATION", help="Judge the deploys seen this recently.")
+@click.option("--max-size", metavar="SIZE", help="Size budget of a bundle: bytes, or 250KB, 1.5MB, 64KiB.")
+@_common
+def check_bundle(url, window, max_size, name, timeout, agent, endpoint, as_json):
+    """The recorded deploys (deploy.seen) move forward: none in the window served an
+    older bundle than one before it (`bundle rolled back`), and, with --max-size,
+    none is over the budget (`bundle too large`).
+
+    \b
+    Examples:
+      lockstep check bundle --url http://127.0.0.2:8000/app.js
+      lockstep check bundle --window 30m --max-size 500KB --json
+    """
+    from probes.schema import Bytes, PositiveSeconds, dec_hook
+
+    try:
+        params: dict[str, Any] = {"window": float(msgspec.convert(window, PositiveSeconds, dec_hook=dec_hook))}
+        if max_size is not None:
+            params["max_size"] = int(msgspec.convert(int(max_size) if max_size.isdigit() else max_size, Bytes, dec_hook=dec_hook))
+    except msgspec.ValidationError as exc:
+        raise Failure("bad_request", str(exc), EXIT_USAGE) from None
+    if url:
+        params["url"] = url
+    _check("bundle", params, name, timeout, agent, endpoint, as_json)
 
 
 # ---------------------------------------------------------------------- verify / done

@@ -13,6 +13,10 @@ target.
 (a hex sha256 or a prefix of 7+ digits, ``sha256:`` allowed), or else the whole body,
 must be that file's sha256; otherwise ``deploy hash mismatch`` (the deploy serves
 another build than the one on disk).
+``deploy`` (implied by ``expect_hash_of``): the answer is a deploy; its hash (the value
+at ``json_path``, the artifact's full hash when that value is a prefix of it, else the
+body's sha256) and size (the body's, or the matching artifact's) go in
+``details["deploy"]``, which the coordinator records as ``deploy.seen`` when it changes.
 ``reach`` is the coordinator's ``[http]`` table, filled in at run time, never written.
 """
 
@@ -50,6 +54,10 @@ class HttpParams(Params):
     # a local artifact (dist/app.js): the value at json_path (a hex sha256, or a prefix of
     # 7+ digits), or else the whole body, must be that file's sha256 -> "deploy hash mismatch"
     expect_hash_of: Annotated[str | None, in_toml(RelPath)] = None
+    # what the URL serves is a deploy (implied by expect_hash_of): its hash - the value at
+    # json_path, else the body's sha256 - goes in the result, and the coordinator records
+    # each new one (deploy.seen) for the bundle probe
+    deploy: bool = False
     # [http] of the coordinator's lockstep.toml: what may be fetched, and how
     reach: Annotated[Reach, RUNTIME_ONLY] = msgspec.field(default_factory=Reach)
 
@@ -180,10 +188,15 @@ def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
                         problems.append(f"{where} is {value!r}, not a number")
                     elif value < params.at_least:
                         problems.append(f"{where} is {value!r}, expected at least {params.at_least!r}")
+    mismatch = ""
     if not problems and params.expect_hash_of is not None:
         mismatch = _hash_mismatch(spec, params, body, details)
-        if mismatch:
-            return make_result(spec, url, finding=DEPLOY_HASH_MISMATCH, details=details, reason=f"{url}: {mismatch}.")
+    if not problems and (params.deploy or params.expect_hash_of is not None):
+        seen = _deploy_seen(params, body, details)
+        if seen is not None:
+            details["deploy"] = seen
+    if mismatch:
+        return make_result(spec, url, finding=DEPLOY_HASH_MISMATCH, details=details, reason=f"{url}: {mismatch}.")
     if not problems:
         return make_result(spec, url, reason=f"{url} answered {status} as expected.", details=details)
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
@@ -202,6 +215,7 @@ def _hash_mismatch(spec: ProbeSpec, params: HttpParams, body: bytes, details: di
     except OSError as exc:
         return f"cannot hash the local artifact {params.expect_hash_of}: {exc.strerror or exc}"
     details["expected_hash"] = expected
+    details["expected_size"] = artifact.stat().st_size
     if params.json_path is None:
         if details.get("truncated"):
             return f"the body is larger than [http] max_body ({params.reach.max_body} bytes): not hashed"
@@ -211,12 +225,32 @@ def _hash_mismatch(spec: ProbeSpec, params: HttpParams, body: bytes, details: di
             return f"the body's sha256 is {served[:12]}…, {params.expect_hash_of} has {expected[:12]}…"
         return ""
     value = details.get("value")
-    served = value.strip().lower() if isinstance(value, str) else ""
-    served = served.removeprefix("sha256:")
+    served = _served(value)
     details["served_hash"] = served
     if len(served) < 7 or any(c not in "0123456789abcdef" for c in served) or not expected.startswith(served):
         return f"{params.json_path} is {value!r}, {params.expect_hash_of} has sha256 {expected[:12]}… (a deploy of another build?)"
     return ""
+
+
+def _served(value: Any) -> str:
+    """A served hash as compared: trimmed, lower case, no ``sha256:``."""
+    return value.strip().lower().removeprefix("sha256:") if isinstance(value, str) else ""
+
+
+def _deploy_seen(params: HttpParams, body: bytes, details: dict[str, Any]) -> dict[str, Any] | None:
+    """The deploy this answer shows: ``{"url", "hash", "size"}`` (size None when the
+    answer does not tell it), or None when it shows no hash."""
+    if details.get("truncated"):
+        return None
+    if params.json_path is None:
+        return {"url": params.url, "hash": hashlib.sha256(body).hexdigest(), "size": len(body)}
+    served = _served(details.get("value"))
+    if not served:
+        return None
+    expected = details.get("expected_hash", "")
+    if len(served) >= 7 and expected.startswith(served):  # the artifact on disk: its full hash and size
+        return {"url": params.url, "hash": expected, "size": details.get("expected_size")}
+    return {"url": params.url, "hash": served, "size": None}
 
 
 KIND = Kind("http", HttpParams, check, probe_http, target)

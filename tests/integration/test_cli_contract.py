@@ -118,6 +118,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         run("lockstep check handoff", "HANDOFF.md", "--json", rc=1)
         run("lockstep check http", "http://127.0.0.1:9/", "--json", rc=1)
         run("lockstep check consistency", "src/app.py", "src/app.py", "--json")
+        run("lockstep check bundle", "--max-size", "250KB", "--json")
         run("lockstep check processes", "--match", "no-such-process-anywhere", "--count", "1", "--json", rc=1)
         run("lockstep check write", "src/app.py", "--sha256", digest, "--json")
         run("lockstep verify", "--agent", "alice", "--json")

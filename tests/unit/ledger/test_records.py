@@ -100,6 +100,7 @@ SAMPLES: list[rec.Record] = [
     rec.ProbeResult(agent="a", job="3.1", name="w", kind="write", target="x", verdict="pass", details={"hash": "abc"}),
     rec.VerifyResult(agent="a", job="3.2", name="tests", kind="command", target="pytest", verdict="fail", exit_code=1, finding="command failed"),
     rec.JobFinished(agent="a", job="3.1", kind="check", verdict="pass", reason="1 check passed"),
+    rec.DeploySeen(agent="a", url="https://app.example.com/app.js", hash="ab" * 32, size=1234, probe="served", job="3.1", previous=""),
     rec.VerifyFinished(agent="a", job="3.2", kind="verify", verdict="fail", reason="1 of 1 failed", passed=False, failed=["tests"], tree="ab12"),
     rec.VerifyRefused(agent="a", session="3.1", reason="bound reached"),
     rec.TurnStarted(agent="a", session="3.1"),

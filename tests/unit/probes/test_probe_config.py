@@ -454,7 +454,7 @@ def test_probe_tables_are_derived_from_the_params_structs():
     from probes.config import probe_table
 
     runtime_only = {"build": {"previous_hash"}, "processes": {"exclude_pids"}, "handoff": {"repo_root"}, "command": {"log", "whole_env"},
-                    "http": {"reach"}, "consistency": {"reach"}}
+                    "http": {"reach"}, "consistency": {"reach"}, "bundle": {"deploys", "now"}}
     for kind, params in builtin.PARAMS_TYPES.items():
         table = probe_table(kind)
         keys = set(table.__struct_fields__) - {"name", "every", "timeout", "restart"}
