@@ -351,8 +351,10 @@ def _plain(value: Any) -> Any:
         return int(value)
     if isinstance(value, str) and type(value) is not str:
         return str(value)
-    if isinstance(value, list) and type(value) is not list:
-        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        items = [_plain(v) for v in value]
+        # a plain list of custom-typed items (``list[AllowedOrigin]``) gets plain items too
+        return items if type(value) is not list or any(a is not b for a, b in zip(items, value)) else value
     return value
 
 

@@ -7,7 +7,13 @@ import pytest
 
 from probes.builtin import prepare
 from probes.kinds.bundle import Deploy, judge, probe_bundle
-from probes.model import BUNDLE_ROLLED_BACK, BUNDLE_TOO_LARGE, PASS, ProbeError, ProbeSpec
+from probes.model import (
+    BUNDLE_ROLLED_BACK,
+    BUNDLE_TOO_LARGE,
+    PASS,
+    ProbeError,
+    ProbeSpec,
+)
 
 URL = "https://app.example.com/app.js"
 HOUR = 3600.0
