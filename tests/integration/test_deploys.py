@@ -140,3 +140,51 @@ def test_a_probe_on_an_unlisted_address_is_a_config_error(repo):
     message = refused.json["error"]["message"]
     assert "[[probe]] #1 key 'url'" in message and 'add allow = ["http://127.0.0.3:8000"]' in message
     assert not (repo.state_dir / "coordinator.json").exists()
+
+
+def _certificate(directory, name: str, ip: str) -> tuple:
+    """A self-signed certificate for ``ip`` (its own CA) and its key, made by openssl."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a certificate")
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={ip}",
+         "-addext", f"subjectAltName=IP:{ip}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+def test_tls_is_verified_and_the_configured_ca_is_trusted(repo, coordinator, tmp_path):
+    import ssl
+
+    servers = []
+    try:
+        urls = {}
+        for name in ("trusted", "stranger"):
+            cert, key = _certificate(tmp_path, name, "127.0.0.1")
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+            server.routes = {"/health": (200, {}, b"ok")}
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+            urls[name] = f"https://127.0.0.1:{server.server_address[1]}/health"
+        (repo.root / "certs").mkdir()
+        (repo.root / "certs" / "ca.pem").write_bytes((tmp_path / "trusted.pem").read_bytes())
+        (repo.root / "lockstep.toml").write_text('[http]\nca = "certs/ca.pem"\n')
+        coordinator(*FAST)
+        assert cli("check", "http", urls["trusted"], cwd=repo.root).rc == 0
+        stranger = cli("check", "http", urls["stranger"], "--json", cwd=repo.root)
+        assert stranger.rc == 1
+        (result,) = stranger.json["results"]
+        assert result["finding"] == "endpoint failing" and "TLS verification failed" in result["reason"]
+        assert "certificate" in result["reason"]
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()

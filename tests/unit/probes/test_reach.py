@@ -105,3 +105,28 @@ def test_a_bad_entry_matches_nothing():
 def test_url_problem_is_about_form_not_the_list():
     assert url_problem("https://anything.example/") is None
     assert "credentials" in url_problem("https://a@b.example/")
+
+
+def test_the_http_table_is_checked_when_lockstep_toml_is_loaded():
+    import msgspec
+
+    from probes.config import ConfigError, parse_config
+
+    config = parse_config('[http]\nallow = ["https://app.example.com"]\nca = "certs/ca.pem"\nmax_body = "32MiB"\n'
+                          '[[probe]]\nname = "site"\nkind = "http"\nurl = "https://app.example.com/deploy_info"\n')
+    reach = config.http.reach("/repo")
+    assert reach.allow == ["https://app.example.com"] and type(reach.allow[0]) is str
+    assert reach.ca == "/repo/certs/ca.pem" and reach.max_body == 32 * 2**20
+    msgspec.json.encode(reach)  # it travels in a spec's params
+    for text, said in [
+        ('[http]\nallow = ["https://u@app.example.com"]', "[http] key 'allow'"),
+        ('[http]\nallow = ["app.example.com"]', "not an http:// or https://"),
+        ('[http]\nca = "/etc/ca.pem"', "[http] key 'ca'"),
+        ('[http]\nalow = []', "unknown key 'alow'"),
+        ('[[probe]]\nname = "s"\nkind = "http"\nurl = "https://app.example.com/"', "[[probe]] #1 key 'url'"),
+        ('[http]\nallow = ["https://app.example.com"]\n[[probe]]\nname = "s"\nkind = "consistency"\n'
+         'sources = ["https://app.example.com/a", "https://evil.example/a"]', "[[probe]] #1 key 'sources'"),
+    ]:
+        with pytest.raises(ConfigError, match=None) as caught:
+            parse_config(text)
+        assert said in caught.value.message, (text, caught.value.message)
