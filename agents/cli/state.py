@@ -188,6 +188,9 @@ def ledger_tail(count, follow, agents, kinds, since, as_json):
         else:
             when = time.strftime("%H:%M:%S", time.localtime(e.ts))
             detail = e.data.get("reason") or e.data.get("patterns") or e.data.get("paths") or ""
+            if e.kind == "deploy.seen":  # the deploy history: which bundle, where
+                size = e.data.get("size")
+                detail = f"{e.data.get('url', '')} {str(e.data.get('hash', ''))[:12]}" + (f" ({size} bytes)" if size is not None else "")
             token = f" token {e.token}" if e.token is not None else ""
             click.echo(f"{e.id:>7} {when} e{e.epoch} {e.kind:<20} {e.agent or '':<14}{token} {detail}")
 

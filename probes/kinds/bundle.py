@@ -135,7 +135,7 @@ def probe_bundle(spec: ProbeSpec, params: BundleParams) -> ProbeResult:
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return make_result(
         spec, target(spec, params), finding=finding, details=details, reason=f"{problems[0]}{more}",
-        output="\n".join(problems) + "\n",
+        output="\n".join(problems) + "\n" if len(problems) > 1 else "",
     )
 
 

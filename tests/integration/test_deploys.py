@@ -124,6 +124,8 @@ def test_the_history_survives_a_restart(repo, coordinator_in, site):
         remote["/app.js"] = (200, {}, body)
         assert cli("check", "http", f"{far}/app.js", "--deploy", cwd=repo.root).rc == 0
     assert len(_deploys(repo)) == 3
+    text = cli("ledger", "tail", "--kind", "deploy.seen", cwd=repo.root).out  # the history, readable
+    assert f"{far}/app.js {hashlib.sha256(V2).hexdigest()[:12]} ({len(V2)} bytes)" in text
     first.stop()
     coordinator_in(repo, *FAST)
     assert cli("check", "http", f"{far}/app.js", "--deploy", cwd=repo.root).rc == 0  # V1 still: nothing new
