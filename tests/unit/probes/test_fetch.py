@@ -133,3 +133,31 @@ def test_tls_is_verified_and_a_ca_can_be_trusted(servers, self_signed):
     assert "certificate" in untrusted.reason and "is the service running" not in untrusted.reason
     trusted = run_direct(ProbeSpec(name="tls", kind="http", params={"url": url, "reach": {"ca": str(cert)}}, timeout=10))
     assert trusted.verdict == PASS, trusted.reason
+
+
+def test_the_deploy_an_http_probe_saw_is_in_its_details(servers, tmp_path):
+    import hashlib
+    import json
+
+    artifact = tmp_path / "app.js"
+    artifact.write_bytes(b"bundle v1")
+    full = hashlib.sha256(b"bundle v1").hexdigest()
+    routes = {
+        "/app.js": (200, {}, b"bundle v1"),
+        "/info-short": (200, {}, json.dumps({"hash": "SHA256:" + full[:10].upper()}).encode()),
+        "/info-other": (200, {}, json.dumps({"hash": "0123456789abcdef"}).encode()),
+        "/down": (503, {}, b"bundle v1"),
+    }
+    url = servers("127.0.0.1", routes)
+
+    def seen(path: str, **params):
+        spec = ProbeSpec(name="site", kind="http", params={"url": url + path, **params}, cwd=str(tmp_path), timeout=10)
+        return run_direct(spec).details.get("deploy")
+
+    assert seen("/app.js", deploy=True) == {"url": url + "/app.js", "hash": full, "size": 9}
+    assert seen("/app.js") is None  # not a deploy probe
+    # a prefix of the artifact's hash: recorded with the full hash and the artifact's size
+    assert seen("/info-short", json_path="$.hash", expect_hash_of="app.js") == {"url": url + "/info-short", "hash": full, "size": 9}
+    # another build: recorded as served, size unknown (and the probe says deploy hash mismatch)
+    assert seen("/info-other", json_path="$.hash", expect_hash_of="app.js") == {"url": url + "/info-other", "hash": "0123456789abcdef", "size": None}
+    assert seen("/down", deploy=True) is None  # an error page is no deploy
