@@ -243,6 +243,7 @@ class Server:
                     sum(1 for a in self.core.registry.agents.values() if a.live), len(self.core.registry.claims),
                 )
                 await self._jobs.build_hashes_from(self.ledger)
+                await self._jobs.recent_findings_from(self.ledger)
                 resumed = await self._jobs.resume_plans(nursery, self.ledger)
                 if resumed:
                     log.info("resumed %d unfinished plan(s) from the ledger", resumed)
