@@ -44,6 +44,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_GRACE = 5.0  # seconds the worker `run` started has to stop before it is killed
 SHELLS = ("sh", "bash", "dash", "zsh", "ksh")  # `SHELL -c SCRIPT` is reported as SCRIPT
 TRIGGER_POLL = 0.1  # seconds between looks at the triggered job run's own worker runs
+WORKER_READY_WAIT = 15.0  # seconds run's own worker may take to be welcomed before CMD is reported
 
 
 def exit_status(returncode: int) -> int:
@@ -85,6 +86,8 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
                     returncode = await process.wait()
                     nursery.cancel_scope.cancel()
             notices.quiet = True  # the session ended with CMD: renewing it to report CMD is no news
+            if worker is not None:  # its triggered probes run on that worker: once it is ready
+                await _worker_ready(worker)
             await _report_command(agent, argv, wait=worker is not None)
             return exit_status(returncode)
     except CoordinatorUnreachable as exc:
@@ -111,6 +114,19 @@ async def _report_command(agent, argv: list[str], *, wait: bool) -> None:
                 await trio.sleep(TRIGGER_POLL)
     except (CoordinatorUnreachable, RequestFailed) as exc:
         print(f"lockstep run: the command's [[trigger]]s were not run: {exc}", file=sys.stderr)
+
+
+async def _worker_ready(worker: trio.Process) -> None:
+    """Until the worker ``run`` started is welcomed by the coordinator (or gone, or
+    ``WORKER_READY_WAIT`` passed: the coordinator then says no worker runs)."""
+    from protocol.discovery import locate
+
+    from .worker import running_worker
+
+    place = locate()
+    with trio.move_on_after(WORKER_READY_WAIT):
+        while worker.poll() is None and running_worker(place, ready=True) != worker.pid:
+            await trio.sleep(TRIGGER_POLL)
 
 
 @asynccontextmanager
