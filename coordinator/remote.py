@@ -132,7 +132,7 @@ class RemoteGate:
         self.endpoints = endpoints  # the CURVE endpoints (request, publication)
         self.pub = pub
         self.key_of: dict[bytes, str] = {}  # remote peer id -> the key it authenticated with
-        self.counts = {"handshakes": 0, "refused_unknown_key": 0, "refused_revoked_key": 0, "forbidden": 0, "enrolled": 0}
+        self.counts = {"handshakes": 0, "refused_unknown_key": 0, "refused_revoked_key": 0, "forbidden": 0, "enrolled": 0, "publication_rebinds": 0}
 
     # -- ZAP (at each CURVE handshake) --------------------------------------------------
 

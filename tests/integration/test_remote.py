@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -473,3 +474,71 @@ def test_a_remote_agents_trigger_runs_its_probe_on_its_own_host(net: Net, origin
     assert results[1]["agent"] == "alice" and ran_on_host_a(results[1]), results[1]
     finished = net.run("coord", "ledger", "tail", "--kind", "job.finished", "--json", cwd=origin.root).out
     assert [json.loads(line)["data"]["kind"] for line in finished.splitlines()] == ["trigger", "trigger"]
+
+
+SUBSCRIBER = r"""
+import json, re, sys, zmq
+remote = json.load(open(sys.argv[1]))
+sub = zmq.Context().socket(zmq.SUB)
+sub.curve_serverkey, sub.curve_publickey = remote["server_key"].encode(), remote["public"].encode()
+sub.curve_secretkey = remote["secret"].encode()
+sub.setsockopt(zmq.SUBSCRIBE, b"")
+sub.connect(remote["pub"][0])
+while True:
+    for marker in re.findall(rb"(?:before|after)-[0-9]+", b"".join(sub.recv_multipart())):
+        print(marker.decode(), flush=True)
+"""
+
+
+class _Subscriber:
+    """A CURVE subscriber on a host, with a clone's key: the markers it has received."""
+
+    def __init__(self, net: Net, host: str, clone: Path) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [*net.hosts.prefix(host), sys.executable, "-c", SUBSCRIBER, str(clone / ".git" / "lockstep" / "remote.json")],
+            env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        net.procs.append(self.proc)
+        self.seen: list[str] = []
+        threading.Thread(target=lambda: self.seen.extend(line.strip() for line in self.proc.stdout), daemon=True).start()
+
+
+@needs_netns
+def test_a_revoked_keys_open_subscription_is_cut_at_once_and_others_keep_theirs(net: Net, origin):
+    net.serve(origin.root)
+    clone_a, clone_b = net.clone(origin.root, "host-a"), net.clone(origin.root, "host-b")
+    net.join(origin.root, "a", clone_a, "alice")
+    net.join(origin.root, "b", clone_b, "bob")
+    alice, bob = _Subscriber(net, "a", clone_a), _Subscriber(net, "b", clone_b)
+    made = iter(range(1_000_000))
+
+    def publish(marker: str) -> str:  # a claim on the coordinator's host: published with its path
+        name = f"{marker}-{next(made)}"
+        assert net.run("coord", "claim", f"{name}.txt", "--agent", "carol", "--json", cwd=origin.root).rc == 0
+        return name
+
+    def both_hear() -> bool:
+        name = publish("before")
+        return name in alice.seen and name in bob.seen
+
+    wait_until(both_hear, timeout=30, interval=0.1, what="both subscribers to receive publications")
+    assert net.run("coord", "keys", "revoke", "bob", "--json", cwd=origin.root).rc == 0
+    # From the moment the revocation is answered, nothing published reaches bob's open
+    # subscription; alice's comes back by itself within a bounded time.
+    after: list[str] = []
+
+    def alice_hears() -> bool:
+        after.append(publish("after"))
+        return sum(name in alice.seen for name in after) >= 3
+
+    wait_until(alice_hears, timeout=30, interval=0.1, what="alice's subscription to receive again")
+    assert not [m for m in bob.seen if m.startswith("after-")], bob.seen
+    assert bob.proc.poll() is None and alice.proc.poll() is None  # both still subscribed, as far as they know
+    remote = net.status(origin.root)["statistics"]["remote"]
+    assert remote["publication_rebinds"] == 1
+    # bob's subscriber tried to reconnect, and the handshake was refused
+    wait_until(lambda: net.status(origin.root)["statistics"]["remote"]["refused_revoked_key"] >= 1, timeout=20,
+               what="bob's reconnection to be refused")
+    assert not [m for m in bob.seen if m.startswith("after-")], bob.seen
