@@ -13,12 +13,20 @@ The coordinator going away never stops CMD: after heartbeat x liveness of silenc
 say "coordinator unreachable" on stderr (once), and when it is back we say hello with
 our session, which carries CMD's pid, so the session and its pid watch are registered
 again (resumed after a restart, or renewed without claims if it had ended).
+
+When CMD exits, ``run`` tells the coordinator the command it ran (``ran``), as an
+after-tool hook does for a shell call, so the ``[[trigger]]``s it matches run their
+probes; ``run -- sh -c SCRIPT`` is seen as SCRIPT (what a hook sees of a shell call).
+With a worker of its own (a joined clone), ``run`` waits for that job before stopping
+the worker, so the probes run on this host; otherwise the coordinator runs them and
+``run`` exits at once.  Neither changes CMD's exit status.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,6 +34,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from protocol import messages as m
 from protocol.errors import EXIT_USAGE, exit_code_of, single_errors
 
 from .client import CoordinatorUnreachable, RequestFailed, open_agent
@@ -33,6 +42,9 @@ from .watch import SessionNotices, reporting_writes
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_GRACE = 5.0  # seconds the worker `run` started has to stop before it is killed
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")  # `SHELL -c SCRIPT` is reported as SCRIPT
+TRIGGER_POLL = 0.1  # seconds between looks at the triggered job run's own worker runs
+WORKER_READY_WAIT = 15.0  # seconds run's own worker may take to be welcomed before CMD is reported
 
 
 def exit_status(returncode: int) -> int:
@@ -61,7 +73,7 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
     try:
         notices = SessionNotices()
         async with open_agent(name, endpoint=endpoint, kind="run", on_notice=notices) as agent, \
-                reporting_writes(agent, enabled=watch, session_notices=notices), own_worker():
+                reporting_writes(agent, enabled=watch, session_notices=notices), own_worker() as worker:
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)
@@ -73,11 +85,48 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
                     await agent.watch(process.pid)
                     returncode = await process.wait()
                     nursery.cancel_scope.cancel()
+            notices.quiet = True  # the session ended with CMD: renewing it to report CMD is no news
+            if worker is not None:  # its triggered probes run on that worker: once it is ready
+                await _worker_ready(worker)
+            await _report_command(agent, argv, wait=worker is not None)
             return exit_status(returncode)
     except CoordinatorUnreachable as exc:
         return _fail(as_json, exc.code, f"{exc}; not starting {argv[0]}", exit_code_of(exc))
     except RequestFailed as exc:
         return _fail(as_json, exc.code, exc.message, exit_code_of(exc))
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as a shell would have run it; ``SHELL -c SCRIPT ...`` is SCRIPT."""
+    if len(argv) >= 3 and os.path.basename(argv[0]) in SHELLS and argv[1] == "-c":
+        return argv[2]
+    return shlex.join(argv)
+
+
+async def _report_command(agent, argv: list[str], *, wait: bool) -> None:
+    """Tell the coordinator what CMD was (``ran``): matching ``[[trigger]]``s run their
+    probes.  ``wait``: follow the job to its end (its probes run on our own worker).
+    A failure here is said on stderr and changes nothing else."""
+    try:
+        reply = await agent.call(lambda s: m.Ran(session=s, command=command_line(argv)[:4000], cwd=os.getcwd()))
+        if wait and isinstance(reply, m.Accepted):
+            while (await agent.conn.request(m.JobQuery(job=reply.job))).gate is None:
+                await trio.sleep(TRIGGER_POLL)
+    except (CoordinatorUnreachable, RequestFailed) as exc:
+        print(f"lockstep run: the command's [[trigger]]s were not run: {exc}", file=sys.stderr)
+
+
+async def _worker_ready(worker: trio.Process) -> None:
+    """Until the worker ``run`` started is welcomed by the coordinator (or gone, or
+    ``WORKER_READY_WAIT`` passed: the coordinator then says no worker runs)."""
+    from protocol.discovery import locate
+
+    from .worker import running_worker
+
+    place = locate()
+    with trio.move_on_after(WORKER_READY_WAIT):
+        while worker.poll() is None and running_worker(place, ready=True) != worker.pid:
+            await trio.sleep(TRIGGER_POLL)
 
 
 @asynccontextmanager

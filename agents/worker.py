@@ -18,7 +18,9 @@ worker of that arrangement (zguide ch. 4, ``mdwrkapi.py``):
   (its key revoked, another worker of the key replaced it), or when its key is refused.
 
 While it runs, ``worker.json`` in the clone's state directory names its pid, so
-``lockstep run`` does not start a second one.
+``lockstep run`` does not start a second one; ``ready`` is set there once the
+coordinator has welcomed it (``lockstep run`` waits for that before it reports its
+command, whose triggered probes this worker runs).
 """
 
 from __future__ import annotations
@@ -70,14 +72,22 @@ def joined_agent(place: Place) -> str:
     return remote["agent"]
 
 
-def running_worker(place: Place) -> int | None:
-    """The pid of a live worker of this clone, if any."""
+def running_worker(place: Place, *, ready: bool = False) -> int | None:
+    """The pid of a live worker of this clone, if any (``ready``: one the coordinator
+    has welcomed)."""
     try:
         data = json.loads((place.state_dir / WORKER_FILE).read_text())
         pid, started = int(data["pid"]), data.get("started")
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if ready and data.get("ready") is not True:
+        return None
     return pid if is_same_process(pid, started) else None
+
+
+def _write_state(place: Place, name: str, *, ready: bool = False) -> None:
+    pid = os.getpid()
+    curve.write_private(place.state_dir / WORKER_FILE, {"pid": pid, "started": process_started(pid), "agent": name, "ready": ready})
 
 
 def serve_worker(agent: str | None, endpoint: str | None, say: Say) -> int:
@@ -90,7 +100,7 @@ def serve_worker(agent: str | None, endpoint: str | None, say: Say) -> int:
 
 async def _serve(place: Place, name: str, endpoint: str, say: Say) -> int:
     state = place.state_dir / WORKER_FILE
-    curve.write_private(state, {"pid": os.getpid(), "started": process_started(os.getpid()), "agent": name})
+    _write_state(place, name)
     try:
         async with open_connection(endpoint) as conn, open_probe_pool() as pool:
             await pool.warm_up()  # the first checks do not wait for worker processes to start
@@ -121,6 +131,7 @@ class Worker:
         if not isinstance(welcome, m.WorkerWelcome):
             raise Dismissed(f"unexpected answer to worker_ready: {type(welcome).__name__}")
         self.heartbeat, self.liveness = welcome.heartbeat, welcome.liveness
+        _write_state(self.place, self.name, ready=True)
 
     async def serve(self) -> int:
         try:

@@ -226,8 +226,15 @@ class Core:
 
     def _keep_answer(self, peer: Any, session: str, message: m.Request) -> None:
         """Remember this request's answer (not an error) for a retry of it."""
-        answer = next((e.message for e in self.out.effects[self.out.mark :] if isinstance(e, Send) and e.peer == peer and getattr(e.message, "req", None) == message.req), None)
-        if answer is None or isinstance(answer, m.Error) or session not in self.registry.sessions:
+        effects, req = self.out.effects, message.req
+        for index in range(len(effects) - 1, self.out.mark - 1, -1):  # the answer is usually the last effect
+            effect = effects[index]
+            if type(effect) is Send and effect.peer == peer and getattr(effect.message, "req", None) == req:
+                answer = effect.message
+                break
+        else:
+            return
+        if type(answer) is m.Error or session not in self.registry.sessions:
             return
         kept = self._answers.setdefault(session, {})
         kept.pop(message.req, None)
@@ -728,7 +735,7 @@ class Core:
         if msg.ttl is not None and not msg.ttl > 0:
             raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
         access = "shared" if msg.shared else "exclusive"
-        stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head)
+        stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head) if msg.head is not None else []
         if stale and self._stale_blocks():
             self._refuse_claim(peer, msg, agent, patterns, [], "; ".join(_stale_reasons(stale)), stale)
             return
@@ -741,10 +748,11 @@ class Core:
         if policy.refuses(mode, conflicts):
             self._refuse_claim(peer, msg, agent, patterns, conflicts, _summary(conflicts))
             return
-        conflicts += [
-            m.Conflict(holder=s.author, pattern=s.path, access="stale-base", reason=text)
-            for s, text in zip(stale, _stale_reasons(stale))
-        ]
+        if stale:
+            conflicts += [
+                m.Conflict(holder=s.author, pattern=s.path, access="stale-base", reason=text)
+                for s, text in zip(stale, _stale_reasons(stale))
+            ]
         token = self._grant(agent, patterns, access, msg.ttl, auto=False)
         data = {"token": token, "patterns": [p.text for p in patterns], "access": access}
         conflicts = conflicts[:CONFLICTS_LISTED]
@@ -819,17 +827,17 @@ class Core:
         if msg.session is None:
             raise PeerError("bad_request", "release needs a session (name an agent), or --force for an operator release")
         agent = self._session(msg.session, now)
-        mine = self.registry.entries_of(agent.name)
         if msg.all:
-            entries = list(mine)
+            entries = self.registry.entries_of(agent.name)
         else:
             if not msg.paths:
                 raise PeerError("bad_request", "name the paths to release, or use --all")
-            wanted = {p.text for p in _parse_patterns(msg.paths)}
-            entries = [e for e in mine if e.pattern.text in wanted]
-            missing = wanted - {e.pattern.text for e in entries}
+            wanted = [p.text for p in _parse_patterns(msg.paths)]
+            found = {text: self.registry.entry_named(agent.name, text) for text in wanted}  # not a walk of all it holds
+            entries = [e for e in found.values() if e is not None]
+            missing = [text for text, e in found.items() if e is None]
             if missing:
-                held = ", ".join(sorted({e.pattern.text for e in mine})) or "nothing"
+                held = ", ".join(sorted({e.pattern.text for e in self.registry.entries_of(agent.name)})) or "nothing"
                 raise PeerError("bad_request", f"{agent.name} holds no claim on {', '.join(sorted(missing))} (holds: {held})")
         self._release(entries, rec.ClaimReleased, "released by holder", 0.0)
         dirty = self._released_uncommitted(agent, entries, msg.uncommitted or (), "release")

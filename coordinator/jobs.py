@@ -112,8 +112,8 @@ class JobRunner:
         self.config = self._load_repo_config()
         self._rules = RuleTable.from_config(self.config)
         # Findings of earlier batches, (when judged, finding), for rules that count across
-        # batches (``within``); kept as long as the longest window.  Memory only: a
-        # restart starts the windows afresh (what was answered is the ledger's).
+        # batches (``within``); kept as long as the longest window.  Rebuilt from the
+        # ledger at start (``recent_findings_from``), so a restart keeps the windows.
         self._recent: list[tuple[float, Finding]] = []
         self._said_unconfigured: set[tuple[str, ...]] = set()  # restarts with no command, said once
 
@@ -212,6 +212,28 @@ class JobRunner:
 
         self._deploys = await trio.to_thread.run_sync(scan)
         self._served = {url: digest for url, digest, _, _ in self._deploys}
+
+    async def recent_findings_from(self, ledger: Ledger) -> None:
+        """The findings the rules' ``within`` windows count, as they stood before a
+        restart: the failing results the ledger holds from the last ``window`` seconds,
+        each dated by its append (wall clock, moved onto our monotonic clock).  A
+        landing's checks never reach the rules, so their results are left out."""
+        window = self._rules.window
+        if not window:
+            return
+        wall, now = time.time(), trio.current_time()
+
+        def scan() -> list[tuple[float, Finding]]:
+            landings = {record.job for _, record in ledger.records(kinds=["land.queued"])}
+            first = ledger.first_id_at(wall - window)
+            found = []
+            for _, ts, r in ledger.timed_records(first - 1, kinds=["probe.result", "verify.result"]):
+                if r.finding is not None and r.job not in landings:
+                    finding = Finding(finding=r.finding, probe=r.name, agent=r.agent, details=r.reason, kind=r.kind, target=r.target)
+                    found.append((now - max(0.0, wall - ts), finding))
+            return found
+
+        self._recent = await trio.to_thread.run_sync(scan)
 
     # ------------------------------------------------------------------ one job
 

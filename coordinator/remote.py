@@ -13,7 +13,8 @@ who gets in and what each key may do.
   admits enrolled keys and unused, unexpired enrollment keys; the User-Id it returns is
   the key itself, so each message carries the key it came with.
 * **Every message is checked again** (``admit``) before the core sees it: a key revoked
-  while connected is refused at its next message; an enrollment key may only enroll;
+  while connected is refused at its next message (and its open subscription is cut:
+  the server closes the remote PUB and binds it again, ``_cut_remote_subscribers``); an enrollment key may only enroll;
   a key acts only as its bound name (``hello``'s agent, a session's owner), anything
   else is ``forbidden``, counted, logged and published; operator requests (shutdown,
   forced release, abandon, keys) are for the coordinator's host only.  A ``hello`` gets
@@ -132,7 +133,7 @@ class RemoteGate:
         self.endpoints = endpoints  # the CURVE endpoints (request, publication)
         self.pub = pub
         self.key_of: dict[bytes, str] = {}  # remote peer id -> the key it authenticated with
-        self.counts = {"handshakes": 0, "refused_unknown_key": 0, "refused_revoked_key": 0, "forbidden": 0, "enrolled": 0}
+        self.counts = {"handshakes": 0, "refused_unknown_key": 0, "refused_revoked_key": 0, "forbidden": 0, "enrolled": 0, "publication_rebinds": 0}
 
     # -- ZAP (at each CURVE handshake) --------------------------------------------------
 

@@ -119,6 +119,8 @@ SNAPSHOT_EVERY = 50_000  # events between registry snapshots: bounds replay at s
 REPLY_RETRY_FIRST = 0.001  # seconds before replies waiting for a full peer are retried
 REPLY_RETRY_MAX = 0.05
 PEERS_NAMED = 10_000  # connections whose last session is remembered (to name a cut-off peer)
+REBIND_RETRY = 0.01  # seconds between attempts to bind the remote PUB again after a revocation
+REBIND_PATIENCE = 5.0  # seconds of failed attempts before the log says remote publications stopped
 
 
 class StorageFailed(UsageError):
@@ -193,6 +195,7 @@ class Server:
         ctx = zmq.Context()
         with ExitStack() as stack:
             stack.callback(ctx.term)
+            self._ctx, self._stack = ctx, stack  # the remote PUB is bound again after a revocation
             try:
                 # fsync = "power-loss": every batch's commit is fsynced before its replies leave.
                 self.ledger = Ledger.open(self.place.state_dir / LEDGER_FILE, fsync_every_commit=self.settings.fsync == "power-loss")
@@ -244,6 +247,7 @@ class Server:
                 )
                 await self._jobs.build_hashes_from(self.ledger)
                 await self._jobs.deploys_from(self.ledger)
+                await self._jobs.recent_findings_from(self.ledger)
                 resumed = await self._jobs.resume_plans(nursery, self.ledger)
                 if resumed:
                     log.info("resumed %d unfinished plan(s) from the ledger", resumed)
@@ -861,6 +865,37 @@ class Server:
             await trio.sleep(self.settings.heartbeat)
             self._workers.beat(trio.current_time())
 
+    def _cut_remote_subscribers(self) -> None:
+        """A key was revoked: its open subscription must stop now, not at its next
+        reconnection.  libzmq names no connection of a PUB socket, so the remote PUB
+        is closed (every remote subscriber's connection with it) before the revocation
+        is answered, and bound again on the same endpoint.  Subscribers reconnect by
+        themselves through a new CURVE handshake, which the ZAP handler refuses to the
+        revoked key; the others miss the publications of those moments, which their
+        sequence numbers show (as after any PUB drop), and take a snapshot."""
+        if self._remote_pub is None:
+            return  # a rebind is under way: the old socket is closed already
+        self._remote_pub.close()
+        self._remote_pub = None
+        self._nursery.start_soon(self._rebind_remote_pub)
+
+    async def _rebind_remote_pub(self) -> None:
+        """Bind the remote PUB again on its endpoint.  libzmq releases the old listener
+        in its I/O thread, a moment after the close: retry until the port is free."""
+        endpoint = self.remote_endpoints[1]
+        started, said = trio.current_time(), False
+        while True:
+            try:
+                self._remote_pub = self._open(self._ctx, zmq.PUB, endpoint, self._stack, curve_secret=self._remote.secret)
+                break
+            except BindFailed as exc:
+                if not said and trio.current_time() - started > REBIND_PATIENCE:
+                    log.error("%s; remote agents get no publications until it can (retrying)", exc.message)
+                    said = True
+                await trio.sleep(REBIND_RETRY)
+        self._remote.counts["publication_rebinds"] += 1
+        log.info("publications for remote agents on %s again (a key was revoked: every remote subscriber reconnected)", endpoint)
+
     async def _serve_zap(self) -> None:
         """libzmq's ZAP requests (one per CURVE handshake), answered on this loop."""
         while True:
@@ -876,8 +911,10 @@ class Server:
                 return [Send(peer, self._remote.enroll(peer, message))]
             if self._remote is not None:
                 reply = self._remote.keys_request(message)
-                if message.op == "revoke" and self._workers is not None:  # its worker goes at once, too
-                    self._workers.drop(message.name, f"the key of {message.name} was revoked")
+                if message.op == "revoke":
+                    if self._workers is not None:  # its worker goes at once, too
+                        self._workers.drop(message.name, f"the key of {message.name} was revoked")
+                    self._cut_remote_subscribers()
                 return [Send(peer, reply)]
             if message.op == "list":
                 return [Send(peer, KeysReply(req=message.req))]

@@ -138,6 +138,9 @@ _ESCAPABLE = frozenset("*?[]")
 # A backslash followed by anything but an escapable character (or by nothing).
 _BAD_BACKSLASH = re.compile(r"\\(?![*?\[\]])")
 _WINDOWS_DRIVE = re.compile(r"[A-Za-z]:")
+# A plain file path, the common claim: segments of word characters and . + @ , = ~ % -
+# joined by single slashes. No wildcard, escape, drive or empty segment can be in it.
+_PLAIN_PATH = re.compile(r"[\w.+@,=~%-]+(?:/[\w.+@,=~%-]+)*")
 
 
 # --------------------------------------------------------------------------- charsets
@@ -253,6 +256,17 @@ def _split_checked(text: object, escapes: bool = False) -> tuple[tuple[str, ...]
     if len(segments) > MAX_SEGMENTS:
         raise _bad(text, f"has {len(segments)} segments; the limit is {MAX_SEGMENTS}")
     return segments, is_folder
+
+
+def _plain_segments(text: object) -> tuple[str, ...] | None:
+    """The segments of a plain file path that needs no normalising, or None (then the
+    general parse decides: it may still be valid)."""
+    if not isinstance(text, str) or len(text) > MAX_PATTERN_CHARS or not _PLAIN_PATH.fullmatch(text):
+        return None
+    segments = tuple(text.split("/"))
+    if len(segments) > MAX_SEGMENTS or "." in segments or ".." in segments:
+        return None
+    return segments
 
 
 def _parse_class(segment: str, start: int, text: str) -> tuple[CharSet, int]:
@@ -548,6 +562,18 @@ class Pattern:
     _size: int  # tokens plus segments: bounds the overlap search's work
 
     def __init__(self, text: str) -> None:
+        plain = _plain_segments(text)
+        if plain is not None:  # the general parse below gives the same, several times slower
+            setter = object.__setattr__
+            setter(self, "text", text)
+            setter(self, "segments", plain)
+            setter(self, "anchor", plain)
+            setter(self, "names", plain)
+            setter(self, "is_folder", False)
+            setter(self, "is_literal", True)
+            setter(self, "_compiled", None)
+            setter(self, "_size", len(text) + 1)
+            return
         raw_segments, is_folder = _split_checked(text, escapes=True)
         scanned = [_scan_segment(segment) for segment in raw_segments]
         segments = tuple(canonical_text for canonical_text, _, _ in scanned)

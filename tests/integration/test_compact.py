@@ -28,9 +28,13 @@ def _state(repo) -> dict:
 def test_compaction_keeps_the_state_exact_across_a_restart_and_tokens_go_on_rising(repo, coordinator, agents):
     first = coordinator(*FAST)
     alice = agents("alice", repo.root)
-    for i in range(30):
+    for i in range(3):  # one-shot CLI sessions: each joins and leaves
         assert cli("claim", f"docs/{i}.md", "--agent", "bob", cwd=repo.other).rc == 0
         assert cli("release", f"docs/{i}.md", "--agent", "bob", cwd=repo.other).rc == 0
+    frank = agents("frank", repo.other)  # a long session's churn
+    for i in range(30):
+        frank.do("claim", paths=[f"lib/{i}.py"])
+        frank.do("release", paths=[f"lib/{i}.py"])
     assert cli("claim", "docs/0.md", "--agent", "carol", cwd=repo.other).rc == 0
     assert cli("claim", "docs/", "--agent", "erin", cwd=repo.other).rc == 1  # refused: a record, no state
     token = alice.do("claim", paths=["src/app.py"])["token"]  # the newest event (always kept)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -427,3 +428,117 @@ def test_a_revoked_keys_worker_is_dismissed_at_once(net: Net, origin):
     # And it cannot come back with that key.
     again = net.run("b", "worker", "--json", cwd=clone_b)
     assert again.rc != 0 and "bob" not in _workers(net, origin.root), again
+
+
+def _where_results(net: Net, root: Path) -> list[dict]:
+    out = net.run("coord", "ledger", "tail", "-n", "1000", "--kind", "probe.result", "--json", cwd=root).out
+    return [e for e in map(json.loads, out.splitlines()) if e["data"]["name"] == "where"]
+
+
+@needs_netns
+def test_a_remote_agents_trigger_runs_its_probe_on_its_own_host(net: Net, origin):
+    (origin.root / "lockstep.toml").write_text(
+        '[[probe]]\nname = "where"\nkind = "command"\ncmd = "cat only-in-a.txt; ip -4 -o addr show"\n\n'
+        '[[trigger]]\ncommand = "./deploy.sh*"\nprobe = "where"\n'
+    )
+    _git(origin.root, "add", "lockstep.toml")
+    _git(origin.root, "commit", "-q", "-m", "a trigger")
+    net.serve(origin.root)
+    clone_a = net.clone(origin.root, "host-a")
+    (clone_a / "only-in-a.txt").write_text("content of host a's clone\n")
+    (clone_a / "deploy.sh").write_text("#!/bin/sh\necho deployed\n")
+    (clone_a / "deploy.sh").chmod(0o755)
+    net.join(origin.root, "a", clone_a, "alice")
+    assert "alice" not in _workers(net, origin.root)
+
+    def ran_on_host_a(result: dict) -> bool:
+        output = result["data"]["output"]
+        return "content of host a's clone" in output and net.hosts.address["a"] in output and net.hosts.address["coord"] not in output
+
+    # `run` with no worker on the host: it starts its own and waits for the triggered probe.
+    ran = net.run("a", "run", "--agent", "alice", "--", "sh", "-c", "./deploy.sh --prod", cwd=clone_a, timeout=60)
+    assert ran.rc == 0 and "deployed" in ran.out, ran
+    (first,) = _where_results(net, origin.root)  # in the ledger by the time `run` exits
+    assert first["agent"] == "alice" and first["data"]["verdict"] == "pass" and ran_on_host_a(first), first
+    wait_until(lambda: "alice" not in _workers(net, origin.root), timeout=20, what="the worker `run` started to stop")
+
+    # The after-tool hook of a coding client on that host, with a worker running there.
+    _worker_on(net, "a", clone_a)
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=20, what="alice's worker")
+    event = {"hook_event_name": "PostToolUse", "tool_name": "Bash", "cwd": str(clone_a), "session_id": "s1",
+             "tool_input": {"command": "./deploy.sh"}, "tool_response": {"stdout": "deployed\n", "stderr": ""}}
+    hook = subprocess.run([*net.hosts.prefix("a"), *LOCKSTEP, "hook", "claude"], cwd=clone_a, env=env_for({"LOCKSTEP_AGENT": "alice"}),
+                          input=json.dumps(event), capture_output=True, text=True, timeout=30)
+    assert hook.returncode == 0, hook.stderr
+    results = wait_until(lambda: r if len(r := _where_results(net, origin.root)) == 2 else None, timeout=30, what="the hook's triggered probe")
+    assert results[1]["agent"] == "alice" and ran_on_host_a(results[1]), results[1]
+    finished = net.run("coord", "ledger", "tail", "--kind", "job.finished", "--json", cwd=origin.root).out
+    assert [json.loads(line)["data"]["kind"] for line in finished.splitlines()] == ["trigger", "trigger"]
+
+
+SUBSCRIBER = r"""
+import json, re, sys, zmq
+remote = json.load(open(sys.argv[1]))
+sub = zmq.Context().socket(zmq.SUB)
+sub.curve_serverkey, sub.curve_publickey = remote["server_key"].encode(), remote["public"].encode()
+sub.curve_secretkey = remote["secret"].encode()
+sub.setsockopt(zmq.SUBSCRIBE, b"")
+sub.connect(remote["pub"][0])
+while True:
+    for marker in re.findall(rb"(?:before|after)-[0-9]+", b"".join(sub.recv_multipart())):
+        print(marker.decode(), flush=True)
+"""
+
+
+class _Subscriber:
+    """A CURVE subscriber on a host, with a clone's key: the markers it has received."""
+
+    def __init__(self, net: Net, host: str, clone: Path) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [*net.hosts.prefix(host), sys.executable, "-c", SUBSCRIBER, str(clone / ".git" / "lockstep" / "remote.json")],
+            env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        net.procs.append(self.proc)
+        self.seen: list[str] = []
+        threading.Thread(target=lambda: self.seen.extend(line.strip() for line in self.proc.stdout), daemon=True).start()
+
+
+@needs_netns
+def test_a_revoked_keys_open_subscription_is_cut_at_once_and_others_keep_theirs(net: Net, origin):
+    net.serve(origin.root)
+    clone_a, clone_b = net.clone(origin.root, "host-a"), net.clone(origin.root, "host-b")
+    net.join(origin.root, "a", clone_a, "alice")
+    net.join(origin.root, "b", clone_b, "bob")
+    alice, bob = _Subscriber(net, "a", clone_a), _Subscriber(net, "b", clone_b)
+    made = iter(range(1_000_000))
+
+    def publish(marker: str) -> str:  # a claim on the coordinator's host: published with its path
+        name = f"{marker}-{next(made)}"
+        assert net.run("coord", "claim", f"{name}.txt", "--agent", "carol", "--json", cwd=origin.root).rc == 0
+        return name
+
+    def both_hear() -> bool:
+        name = publish("before")
+        return name in alice.seen and name in bob.seen
+
+    wait_until(both_hear, timeout=30, interval=0.1, what="both subscribers to receive publications")
+    assert net.run("coord", "keys", "revoke", "bob", "--json", cwd=origin.root).rc == 0
+    # From the moment the revocation is answered, nothing published reaches bob's open
+    # subscription; alice's comes back by itself within a bounded time.
+    after: list[str] = []
+
+    def alice_hears() -> bool:
+        after.append(publish("after"))
+        return sum(name in alice.seen for name in after) >= 3
+
+    wait_until(alice_hears, timeout=30, interval=0.1, what="alice's subscription to receive again")
+    assert not [m for m in bob.seen if m.startswith("after-")], bob.seen
+    assert bob.proc.poll() is None and alice.proc.poll() is None  # both still subscribed, as far as they know
+    remote = net.status(origin.root)["statistics"]["remote"]
+    assert remote["publication_rebinds"] == 1
+    # bob's subscriber tried to reconnect, and the handshake was refused
+    wait_until(lambda: net.status(origin.root)["statistics"]["remote"]["refused_revoked_key"] >= 1, timeout=20,
+               what="bob's reconnection to be refused")
+    assert not [m for m in bob.seen if m.startswith("after-")], bob.seen

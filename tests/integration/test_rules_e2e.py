@@ -105,6 +105,31 @@ def test_checks_minutes_apart_count_within_the_window_and_no_command_is_said_onc
             server.server_close()
 
 
+def test_a_window_counts_findings_from_before_a_coordinator_restart(repo, coordinator):
+    servers = {name: _service(repo.root / f"up-{name}") for name in ("api", "web")}
+    try:
+        (repo.root / "lockstep.toml").write_text(
+            '[[rule]]\nfinding = "endpoint failing"\nkind = "http"\nmin_failing = 2\nwithin = "5m"\nresponse = "restart"\n'
+        )
+
+        def check(name: str) -> dict:
+            return cli("check", "http", _url(servers[name]), "--name", name, "--json", cwd=repo.root).json
+
+        first = coordinator(*FAST)
+        assert [r["action"] for r in check("api")["responses"]] == ["notify"]  # alone: the catch-all
+        first.kill()  # SIGKILL: nothing is said or saved on the way out
+        coordinator(*FAST)
+        (restart,) = check("web")["responses"]  # api's finding, before the restart, still counts
+        assert restart["action"] == "restart" and sorted(restart["probes"]) == ["api", "web"]
+        assert "within 300s" in restart["reason"]
+        decided = [e["data"] for e in _ledger(repo, "rule.decided")]
+        assert [(d["action"], sorted(d["probes"])) for d in decided] == [("notify", ["api"]), ("restart", ["api", "web"])]
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
 def test_a_rollback_with_no_command_restores_what_the_agents_last_passing_verify_saw(repo, coordinator):
     (repo.root / "lockstep.toml").write_text(f'[checks.test]\ncmd = "{sys.executable} -c pass"\n')
     (repo.root / "src" / "shared.py").write_text("shared = 1\n")

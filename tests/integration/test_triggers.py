@@ -50,3 +50,26 @@ def test_a_trigger_naming_no_probe_is_refused(repo):
     (repo.root / "lockstep.toml").write_text('[[trigger]]\ncommand = "make*"\nprobe = "nothing"\n')
     checked = cli("verify", "--json", cwd=repo.root)
     assert checked.rc == 2 and "[[trigger]] #1 key 'probe'" in checked.json["error"]["message"]
+
+
+def test_the_command_lockstep_run_ran_fires_its_trigger_when_it_exits(repo, coordinator):
+    (repo.root / "lockstep.toml").write_text(
+        '[[probe]]\nname = "bundle"\nkind = "build"\ndir = "dist"\n\n'
+        '[[trigger]]\ncommand = "mkdir -p dist*"\nprobe = "bundle"\n'
+    )
+    coordinator(*FAST)
+    # `run -- sh -c SCRIPT` is seen as SCRIPT, as a hook sees a shell call
+    ran = cli("run", "--agent", "builder", "--", "sh", "-c", "mkdir -p dist && echo built > dist/app.js && exit 3", cwd=repo.root)
+    assert ran.rc == 3  # the command's own status, triggers or not
+    (finished,) = wait_until(lambda: [e for e in _ledger(repo, "job.finished") if e["data"]["kind"] == "trigger"], timeout=30, what="the triggered job")
+    assert finished["agent"] == "builder" and finished["data"]["verdict"] == "pass"
+    (result,) = _ledger(repo, "probe.result")
+    assert result["agent"] == "builder" and result["data"]["name"] == "bundle" and result["data"]["verdict"] == "pass"
+    # the same build again leaves dist as it was: the finding reaches the rules
+    assert cli("run", "--agent", "builder", "--", "sh", "-c", "mkdir -p dist && echo built > dist/app.js", cwd=repo.root).rc == 0
+    wait_until(lambda: len(_ledger(repo, "rule.response")) == 1, timeout=30, what="the rule's response")
+    (response,) = _ledger(repo, "rule.response")
+    assert response["data"]["finding"] == "build produced nothing" and response["agent"] == "builder"
+    # a command no trigger matches starts nothing
+    assert cli("run", "--agent", "builder", "--", "true", cwd=repo.root).rc == 0
+    assert len([e for e in _ledger(repo, "job.started") if e["data"]["kind"] == "trigger"]) == 2

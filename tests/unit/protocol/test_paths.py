@@ -797,3 +797,22 @@ def test_index_query_cost_does_not_grow_with_size(monkeypatch: pytest.MonkeyPatc
     # A path in no stored directory examines nothing.
     assert big.overlapping(Pattern("elsewhere/x.py")) == []
     assert calls == 0
+
+
+@given(st.text(alphabet="ab.-_/*?[]\\:~é ", min_size=1, max_size=12))
+def test_the_plain_path_shortcut_builds_what_the_general_parse_builds(text):
+    plain = paths._plain_segments(text)
+    if plain is None:
+        return
+    segments, is_folder = paths._split_checked(text, escapes=True)
+    assert plain == segments and not is_folder
+    assert all(paths._scan_segment(s) == (s, False, s) for s in segments)
+    pattern = paths.Pattern(text)
+    assert (pattern.text, pattern.anchor, pattern.names, pattern.is_literal) == (text, segments, segments, True)
+    assert pattern.matches(text) and pattern._size == sum(len(s) + 1 for s in segments)
+
+
+def test_plain_paths_take_the_shortcut_and_others_do_not():
+    assert paths._plain_segments("src/app.py") == ("src", "app.py")
+    for text in ["src//app.py", "./src", "src/", "src/./a", "a/../b", "/abs", "c:x", "a*", "a\\*", "", "a b", "x" * 5000]:
+        assert paths._plain_segments(text) is None, text

@@ -1,0 +1,141 @@
+#!/usr/bin/env python
+"""The pure core's cost per claim, without sockets, threads or SQLite: what the
+coordinator's request loop spends deciding, as a ratio to the floor of any server that
+decodes a msgpack claim, stores it and encodes a reply.
+
+    python bench/bench_core.py                  # CPU time, median of 5 rounds
+    python bench/bench_core.py --instructions   # instructions, under valgrind (about 2 min)
+
+Workload: 100 live sessions, each claiming 200 distinct files one at a time (20,000
+grants; the registry grows from 0 to 20,000 claims), then releasing them; every message
+is decoded from its wire bytes as the shell would.  The baseline runs the same
+messages through ``msgspec`` decode, a dict insert and a ``Granted`` encode.
+
+Wall and CPU times swing with whatever else the machine runs; ``--instructions`` counts
+executed instructions with callgrind instead (the same count for the same code and
+inputs, however loaded the machine: a figure two trees can be compared by across days).
+It runs each measurement twice, with and without the workload, and subtracts, so the
+interpreter's start-up and imports cancel out.  It is a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from coordinator.core import Core  # noqa: E402
+from coordinator.effects import Send  # noqa: E402
+from coordinator.settings import Settings  # noqa: E402
+from protocol import messages as m  # noqa: E402
+from protocol.codec import decode_request, encode  # noqa: E402
+
+SESSIONS = 100
+
+
+def workload(per_session: int) -> tuple[Core, list[bytes], list[bytes]]:
+    """A core with SESSIONS live sessions, and the claim and release frames to send it."""
+    core = Core(Settings(heartbeat=30, liveness=100), repo="/repo/.git", host="bench")
+    core.start([], 0.0)
+    sessions = []
+    for i in range(SESSIONS):
+        welcome = next(e.message for e in core.receive(b"p%d" % i, m.Hello(agent=f"a{i}"), 1.0) if isinstance(e, Send))
+        sessions.append(welcome.session)
+    claims, releases = [], []
+    for j in range(per_session):
+        for i, session in enumerate(sessions):
+            path = f"src/a{i}/f{j}.py"
+            claims.append(encode(m.Claim(req=2 * j + 1, session=session, paths=[path])))
+            releases.append(encode(m.Release(req=2 * j + 2, session=session, paths=[path])))
+    return core, claims, releases
+
+
+def run_core(core: Core, frames: list[bytes], start: float) -> None:
+    receive = core.receive
+    for k, frame in enumerate(frames):
+        receive(b"p", decode_request(frame), start + k * 1e-6)
+
+
+def run_floor(frames: list[bytes]) -> None:
+    """Decode, store, answer: what any server of this protocol does per claim."""
+    held: dict[str, int] = {}
+    for token, frame in enumerate(frames):
+        claim = decode_request(frame)
+        held[claim.paths[0]] = token
+        encode(m.Granted(req=claim.req, token=token, patterns=claim.paths))
+
+
+def cpu_rounds(per_session: int, rounds: int) -> None:
+    core_us, release_us, floor_us = [], [], []
+    for _ in range(rounds):
+        core, claims, releases = workload(per_session)
+        gc.collect()
+        t = time.process_time()
+        run_core(core, claims, 2.0)
+        core_us.append(1e6 * (time.process_time() - t) / len(claims))
+        t = time.process_time()
+        run_core(core, releases, 3.0)
+        release_us.append(1e6 * (time.process_time() - t) / len(releases))
+        t = time.process_time()
+        run_floor(claims)
+        floor_us.append(1e6 * (time.process_time() - t) / len(claims))
+    c, r, f = (statistics.median(x) for x in (core_us, release_us, floor_us))
+    n = per_session * SESSIONS
+    print(f"claims   {c:6.1f} us CPU each  ({n:,} grants, registry 0 -> {n:,} claims; median of {rounds})")
+    print(f"releases {r:6.1f} us CPU each")
+    print(f"floor    {f:6.1f} us CPU each  (decode + dict insert + encode a Granted)")
+    print(f"ratio    claims / floor = {c / f:.1f}")
+
+
+def instructions(what: str, per_session: int) -> int:
+    """Instructions of ``--only WHAT`` with the workload minus without it."""
+    counts = []
+    for n in (0, per_session):
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             sys.executable, __file__, "--only", what, "--per-session", str(n)],
+            capture_output=True, text=True, check=True,
+        )
+        counts.append(int(re.search(r"Collected : (\d+)", proc.stderr).group(1)))
+    return counts[1] - counts[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind (callgrind)")
+    parser.add_argument("--per-session", type=int, default=None, help="claims per session (default 200; 20 with --instructions)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=["core", "floor"], help=argparse.SUPPRESS)  # one measured run, for --instructions
+    args = parser.parse_args()
+    if args.only:  # inside valgrind: build the workload, run one side of it once
+        core, claims, _ = workload(args.per_session)
+        gc.disable()  # the collector's passes depend on allocation history, not on the code measured
+        run_core(core, claims, 2.0) if args.only == "core" else run_floor(claims)
+        return
+    print(f"command: python bench/{Path(__file__).name} {' '.join(sys.argv[1:])}")
+    print(f"python {sys.version.split()[0]}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+        per_session = args.per_session or 20
+        n = per_session * SESSIONS
+        core, floor = instructions("core", per_session) / n, instructions("floor", per_session) / n
+        print(f"claims   {core:9,.0f} instructions each ({n:,} grants)")
+        print(f"floor    {floor:9,.0f} instructions each (decode + dict insert + encode a Granted)")
+        print(f"ratio    claims / floor = {core / floor:.1f}")
+    else:
+        cpu_rounds(args.per_session or 200, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
