@@ -47,6 +47,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_type_hints
 import msgspec
 
 from probes.model import DEFAULT_TIMEOUT, FINDINGS, KINDS, ProbeSpec
+from probes.reach import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_BODY
 from probes.schema import (
     AllowedOrigin,
     Name,
@@ -171,8 +172,8 @@ class HttpTable(Table, kw_only=True):
 
     allow: list[AllowedOrigin] = []  # "https://app.example.com", "https://cdn.example.com/v2"
     ca: RelPath | None = None  # a PEM file of CAs trusted besides the system's (a private CA)
-    max_body: Size = 16 * 2**20  # bytes of a response read at most; a longer body is not hashed
-    connect_timeout: PositiveSeconds = 10.0  # to connect and shake hands; the probe's timeout bounds the rest
+    max_body: Size = DEFAULT_MAX_BODY  # bytes of a response read at most; a longer body is not hashed
+    connect_timeout: PositiveSeconds = DEFAULT_CONNECT_TIMEOUT  # to connect and shake hands; the probe's timeout bounds the rest
 
     def reach(self, repo_root: str | Path) -> Any:
         """The ``probes.reach.Reach`` a probe receives (``ca`` made absolute)."""
