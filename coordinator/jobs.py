@@ -90,9 +90,10 @@ class JobView:
 class JobRunner:
     def __init__(
         self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path, state_dir: Path | None = None,
-        workers: WorkerBroker | None = None, is_remote: Callable[[str], bool] | None = None,
+        workers: WorkerBroker | None = None, is_remote: Callable[[str], bool] | None = None, ledger: Ledger | None = None,
     ) -> None:
         self._core = core
+        self._ledger = ledger  # what a handoff check is checked against (the agent's writes and verify runs)
         # Agents on other hosts: their probes run on their own worker (workers.py).
         self._workers = workers
         self._is_remote = is_remote or (lambda agent: False)  # a live session of this agent is on another host
@@ -230,6 +231,7 @@ class JobRunner:
                     results = await self._run_remote_verify(view, request, remote)
                 elif remote is not None:  # a check, or a trigger's probes, on the agent's host
                     specs = [self._check_spec(request, request.cwd)] if view.kind == "check" else self._trigger_specs(request, request.cwd)
+                    specs = [await self._with_handoff_evidence(spec, view.agent, None) for spec in specs]
                     view.total = len(specs)
                     results = await self._runner(view.job, remote).run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 else:
@@ -340,15 +342,56 @@ class JobRunner:
         cwd = request.cwd or str(self._repo_root)
         root = await self._worktree_of(cwd)
         if view.kind == "check":
-            return [self._with_log(view, self._check_spec(request, cwd))]
+            return [self._with_log(view, await self._with_handoff_evidence(self._check_spec(request, cwd), view.agent, root))]
         if view.kind == "trigger":
-            return self._trigger_specs(request, cwd)
+            return [await self._with_handoff_evidence(spec, view.agent, root) for spec in self._trigger_specs(request, cwd)]
         view.worktree = root
         specs, about = await verifyrun.verify_specs(
             root, view.agent, getattr(request, "venv", ""), lambda spec: self._with_log(view, spec)
         )
         view.about.update(about)
         return specs
+
+    async def _with_handoff_evidence(self, spec: ProbeSpec, agent: str | None, root: Path | None) -> ProbeSpec:
+        """A handoff check with what it is checked against (probes/kinds/handoff.py):
+        whose note it is, the branch its work is compared with, and what the ledger
+        knows of that agent.  Other specs as they are."""
+        if spec.kind != "handoff":
+            return spec
+        registry = self._core.registry  # read here, in the loop's thread: the ledger in another
+        claimed = [entry.pattern.text for entry in registry.entries_of(agent)] if agent else []
+        last = registry.last_verify.get(agent) if agent else None
+        known = await trio.to_thread.run_sync(self._ledger_evidence, agent, last)
+        index = self._core.integration
+        # Whatever the caller put in these, the coordinator's word replaces it: a note is
+        # checked against what Lockstep knows, not against what its writer says.
+        params = {**spec.params, "agent": agent, "known": {**known, "claimed": claimed}, "base": index.branch if index is not None else None}
+        params.pop("repo_root", None)
+        if root is not None:
+            params["repo_root"] = str(root)
+        return msgspec.structs.replace(spec, params=params)
+
+    def _ledger_evidence(self, agent: str | None, last: Any) -> dict[str, Any]:
+        """What the ledger knows of ``agent``'s work (``probes.handoff_facts.Evidence``
+        fields): the paths it claimed, announced or wrote, and its last verify run
+        (``last``) with each check's result.  Runs in a thread."""
+        if agent is None or self._ledger is None:
+            return {"written": [], "verify": None}
+        written: dict[str, None] = {}
+        for event in self._ledger.events(kinds=["intent.decided", "claim.granted"], agent=agent):
+            if event.kind == "claim.granted":
+                written.update(dict.fromkeys(event.data.get("patterns", [])))
+            elif event.data.get("verdict") in ("allow", "warn"):
+                written.update(dict.fromkeys(event.data.get("paths", [])))
+        verify = None
+        if last is not None:
+            checks = [
+                {"name": e.data.get("name", "?"), "verdict": e.data.get("verdict", ""), "target": e.data.get("target", ""), "output": e.data.get("output", "")}
+                for e in self._ledger.events(kinds=["verify.result"], agent=agent)
+                if e.data.get("job") == last.job
+            ]
+            verify = {"job": last.job, "passed": last.passed, "checks": checks}
+        return {"written": list(written), "verify": verify}
 
     def _trigger_specs(self, request: m.Ran, cwd: str) -> list[ProbeSpec]:
         """The probes of the [[trigger]]s the agent's command matches (as the coordinator

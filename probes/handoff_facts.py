@@ -195,6 +195,11 @@ def cited_commits(text: str) -> list[str]:
     return list(found)
 
 
+def cited_test_names(text: str) -> list[str]:
+    """Test names (``test_...``) the text cites, first mention first."""
+    return list(dict.fromkeys(_TEST_NAME.findall(text)))
+
+
 def is_test_file(path: str) -> bool:
     return bool(_TEST_FILE.search(path) or _TEST_DIR.search(path))
 
