@@ -30,6 +30,15 @@ from .registry import Agent, Registry
 from .settings import Settings
 
 EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
+HANDOFF_FACTS_SHOWN = 5  # false facts a refused done names (the rest are counted)
+
+
+def _names_note(target: str, note: str) -> bool:
+    """``target`` (the absolute path a check read) is the note ``note`` names, relative
+    to some worktree: it ends with those path segments."""
+    wanted = [part for part in note.replace("\\", "/").split("/") if part not in ("", ".")]
+    parts = target.replace("\\", "/").split("/")
+    return bool(wanted) and parts[-len(wanted):] == wanted
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -169,7 +178,7 @@ class Gates:
             return "allow", "the turn-end gate is off ([verify] turn_gate = false)", "", []
         if settings.verify_policy == "off":
             return "allow", "verify policy is off: turns end unchecked", "", []
-        if name not in reg.blocked:
+        if name not in reg.blocked or reg.block_lifts.get(name) == ["handoff"]:  # a handoff block is not verify's to lift
             if (job := reg.passed_on(name, tree)) is not None:
                 return "allow", f"verify run {job} passed on this content", job, []
             if tree and reg.turn_trees.get(name) == tree:
@@ -201,9 +210,16 @@ class Gates:
         very content: an edit nobody announced changes the content and blocks."""
         reg = self.registry
         if self.settings.verify_policy == "off":
-            return Verdict("pass", "verify policy is off: done is not gated")
+            return self.handoff_gate(name) or Verdict("pass", "verify policy is off: done is not gated")
         if name in reg.blocked:
             return Verdict("block", f"{name} is blocked by a rule: {reg.blocked[name]}")
+        verdict = self._verify_gate(name, tree, head_tree)
+        if verdict.verdict == "pass":
+            return self.handoff_gate(name) or verdict
+        return verdict
+
+    def _verify_gate(self, name: str, tree: str, head_tree: str) -> Verdict:
+        reg = self.registry
         last_write = reg.last_write.get(name)
         last = reg.last_verify.get(name)
         if last_write is None and (last is None or last.passed):
@@ -247,8 +263,47 @@ class Gates:
         result_type = rec.VerifyResult if kind == "verify" else rec.ProbeResult
         self._record(result_type(agent=agent, job=job, **result))
         self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
+        if result.get("kind") == "handoff" and agent is not None:
+            self._handoff_checked(job, agent, result)
         if result.get("verdict") == "pass":
             self._resolve(agent, str(result.get("name", "")))
+
+    def _handoff_checked(self, job: str, agent: str, result: dict[str, Any]) -> None:
+        """An agent's handoff note was scored: what the done gate and a handoff block read."""
+        details = result.get("details") or {}
+        facts = details.get("facts") or []
+        record = rec.HandoffChecked(
+            agent=agent, job=job, target=str(result.get("target", "")), score=int(details.get("score") or 0),
+            threshold=int(details.get("threshold") or 0), passed=result.get("verdict") == "pass",
+            false_facts=[str(f.get("note", "")) for f in facts if isinstance(f, dict) and not f.get("holds")],
+            missing=[str(x) for x in details.get("missing") or []],
+        )
+        self._record(record)
+        self._publish(record.KIND, agent, rec.data_of(record))
+
+    def handoff_gate(self, name: str) -> Verdict | None:
+        """``[handoff] required``: a block when ``name``'s note has not passed since its
+        last write (None: the requirement is met, or does not apply to ``name``)."""
+        settings, reg = self.settings, self.registry
+        if not settings.handoff_required or (settings.handoff_agents and name not in settings.handoff_agents):
+            return None
+        note, threshold = settings.handoff_path, settings.handoff_threshold
+        how = f"`lockstep check handoff {note} --agent {name}`"
+        last = reg.handoffs.get(name)
+        if last is None or not _names_note(last.target, note):
+            return Verdict("block", f"a handoff is required ([handoff] required): write {note} and run {how}; no check of it is recorded for {name}")
+        if last.mark < reg.last_write.get(name, 0):
+            return Verdict("block", f"{name} wrote since its handoff was checked (job {last.job}): run {how} again")
+        if not last.passed or last.score < threshold:
+            false = last.false_facts
+            if false:
+                shown = "; ".join(false[:HANDOFF_FACTS_SHOWN]) + (f"; and {len(false) - HANDOFF_FACTS_SHOWN} more" if len(false) > HANDOFF_FACTS_SHOWN else "")
+                why = f"{len(false)} false fact{'s' if len(false) != 1 else ''}: {shown}"
+            else:
+                gaps = last.missing[:HANDOFF_FACTS_SHOWN]
+                why = f"scores {last.score}, below the threshold {threshold}" + (f": {'; '.join(gaps)}" if gaps else "")
+            return Verdict("block", f"the handoff {note} did not pass (job {last.job}, score {last.score}, threshold {threshold}): {why}. Fix it and run {how}")
+        return None
 
     def _resolve(self, agent: str | None, probe: str) -> None:
         """``probe`` passed: findings of it that rules answered are resolved (said once

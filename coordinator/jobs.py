@@ -519,14 +519,37 @@ class JobRunner:
             case "block_agent":
                 if agent is None:
                     return "no single agent to block"
-                await self._apply(lambda now: self._core.note(rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}"), now))
-                return f"blocked {agent} until its next passing verify run"
+                notes = self._handoff_notes(response, view, agent)
+                if notes is None:
+                    blocked = rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}")
+                    until = "its next passing verify run"
+                else:  # only a passing handoff lifts it; meanwhile the agent may fix its note
+                    blocked = rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}", lifted_by="handoff", allow=notes)
+                    until = "its next passing handoff check (`lockstep check handoff`)"
+                await self._apply(lambda now: self._core.note(blocked, now))
+                return f"blocked {agent} until {until}"
             case "queue_task":
                 target = params.get("agent") or agent
                 task = str(params.get("task") or message)
                 await self._apply(lambda now: self._core.queue_task(target, task, response.finding, now))
                 return f"queued a task for {target or 'anyone'}: {task}"
         return f"unknown action {response.action}"
+
+    def _handoff_notes(self, response: Response, view: JobView, agent: str) -> list[str] | None:
+        """For a response to handoff findings: the notes concerned, relative to the
+        agent's worktree (what it may still write while blocked); None for others."""
+        results = [r for r in view.results if r.get("name") in response.probes and r.get("kind") == "handoff"]
+        if not results:
+            return None
+        live = self._core.registry.agents.get(agent)
+        worktree = Path(live.worktree) if live is not None and live.worktree else self._repo_root
+        notes = []
+        for result in results:
+            try:
+                notes.append(Path(result.get("target", "")).relative_to(worktree).as_posix())
+            except ValueError:
+                continue  # a note outside the agent's worktree: nothing to allow
+        return notes
 
     async def _roll_back(self, response: Response, view: JobView) -> tuple[str, dict[str, Any]]:
         """``rollback`` with no command: the agent's worktree back to what its newest
