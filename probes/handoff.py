@@ -268,7 +268,7 @@ def _check_facts(
         body = kept.get(key, "")
         title = next(s.title for s in SECTIONS if s.key == key)
         for test in facts.passing_claims(body, file_references(body, root)):
-            checked.append(facts.check_test(test, title, evidence))
+            checked.append(facts.check_test(test, title, evidence, exists=test not in absent))
     for path in file_references(kept.get("next_step", ""), root):
         checked.append(facts.check_next_path(path, path not in absent, evidence))
     return checked

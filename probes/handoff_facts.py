@@ -296,7 +296,11 @@ def check_next_path(path: str, exists: bool, evidence: Evidence) -> Fact:
     )
 
 
-def check_test(test: str, section: str, evidence: Evidence) -> Fact:
+def check_test(test: str, section: str, evidence: Evidence, exists: bool = True) -> Fact:
+    """``exists``: for a test file, whether it exists (a folder a check runs does not
+    vouch for a file that is not in it)."""
+    if not exists:
+        return Fact(kind="test", claim=test, section=section, holds=False, note=f"{test} is said to pass, but it does not exist")
     verify = evidence.verify
     if verify is None:
         return Fact(
