@@ -26,11 +26,23 @@ from protocol import messages as m
 from protocol.errors import PeerError
 
 from .effects import Outbox, Send, StartJob
-from .registry import Agent, Registry
+from .registry import Agent, HandoffOutcome, Registry
 from .settings import Settings
 
 EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
 HANDOFF_FACTS_SHOWN = 5  # false facts a refused done names (the rest are counted)
+
+
+def _handoff_failure(last: HandoffOutcome, threshold: int) -> str:
+    """Why a handoff check did not pass: its false facts (the first few), else its gaps."""
+    false = last.false_facts
+    if false:
+        more = f"; and {len(false) - HANDOFF_FACTS_SHOWN} more" if len(false) > HANDOFF_FACTS_SHOWN else ""
+        why = f"{len(false)} false fact{'s' if len(false) != 1 else ''}: " + "; ".join(false[:HANDOFF_FACTS_SHOWN]) + more
+    else:
+        gaps = last.missing[:HANDOFF_FACTS_SHOWN]
+        why = f"scores {last.score}, below the threshold {threshold}" + (f": {'; '.join(gaps)}" if gaps else "")
+    return f"(job {last.job}, score {last.score}, threshold {threshold}): {why}"
 
 
 def _names_note(target: str, note: str) -> bool:
@@ -212,6 +224,12 @@ class Gates:
         if self.settings.verify_policy == "off":
             return self.handoff_gate(name) or Verdict("pass", "verify policy is off: done is not gated")
         if name in reg.blocked:
+            last = reg.handoffs.get(name)
+            if reg.block_lifts.get(name) == ["handoff"] and last is not None and not last.passed:
+                return Verdict(
+                    "block", f"{name} is blocked by a rule until its handoff passes ({reg.blocked[name]}): the handoff "
+                    f"{last.target} did not pass {_handoff_failure(last, last.threshold)}. Fix it and run `lockstep check handoff`",
+                )
             return Verdict("block", f"{name} is blocked by a rule: {reg.blocked[name]}")
         verdict = self._verify_gate(name, tree, head_tree)
         if verdict.verdict == "pass":
@@ -295,14 +313,7 @@ class Gates:
         if last.mark < reg.last_write.get(name, 0):
             return Verdict("block", f"{name} wrote since its handoff was checked (job {last.job}): run {how} again")
         if not last.passed or last.score < threshold:
-            false = last.false_facts
-            if false:
-                shown = "; ".join(false[:HANDOFF_FACTS_SHOWN]) + (f"; and {len(false) - HANDOFF_FACTS_SHOWN} more" if len(false) > HANDOFF_FACTS_SHOWN else "")
-                why = f"{len(false)} false fact{'s' if len(false) != 1 else ''}: {shown}"
-            else:
-                gaps = last.missing[:HANDOFF_FACTS_SHOWN]
-                why = f"scores {last.score}, below the threshold {threshold}" + (f": {'; '.join(gaps)}" if gaps else "")
-            return Verdict("block", f"the handoff {note} did not pass (job {last.job}, score {last.score}, threshold {threshold}): {why}. Fix it and run {how}")
+            return Verdict("block", f"the handoff {note} did not pass {_handoff_failure(last, threshold)}. Fix it and run {how}")
         return None
 
     def _resolve(self, agent: str | None, probe: str) -> None:
