@@ -682,7 +682,7 @@ class JobRunner:
             resolved = known.get(probe) if isinstance(probe, str) else probe
             if resolved is None:
                 return f"unknown probe {probe!r}"
-            specs.append(resolved.to_spec(cwd=cwd))
+            specs.append(await self._with_handoff_evidence(resolved.to_spec(cwd=cwd), view.agent if view else None, None))
         results = await runner.run_suite(specs)
         if view is not None:
             for result in results:
