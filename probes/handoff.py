@@ -260,7 +260,9 @@ def _check_facts(
     """Every claim of the document Lockstep can check, in document order per kind."""
     checked: list[facts.Fact] = []
     absent = set(missing_files)
-    changed_claims = file_references(kept.get("files", ""), root)
+    files = kept.get("files", "")
+    only_read = set(file_references(facts.not_changed_lines(files), root))
+    changed_claims = [path for path in file_references(files, root) if path not in only_read]
     checked += [facts.check_changed(path, "files and code changes", evidence) for path in changed_claims]
     checked += [facts.check_commit(commit, evidence) for commit in facts.cited_commits(kept_text)]
     checked += [facts.check_path(path, path not in absent, evidence) for path in references]

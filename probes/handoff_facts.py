@@ -6,7 +6,8 @@ The rubric (``probes.handoff``) checks form: a document of the right shape score
 whatever it says.  This module checks content, deterministically: the claims a document
 makes that Lockstep can confirm or refute, each one a ``Fact`` that holds or not.
 
-* **changed**: every path in the files section was changed by the agent: git shows it
+* **changed**: every path in the files section (but on a line saying it was only read:
+  "unchanged", "read only", "for reference"...) was changed by the agent: git shows it
   changed on the agent's branch since its base (committed or not), or the ledger shows
   the agent claimed, announced or wrote it.
 * **commit**: every commit id cited (7 to 40 hex digits, at least one letter and one
@@ -50,13 +51,14 @@ LOREM = frozenset(
 LOREM_MIN = 3  # this many lorem words in a section make it filler...
 LOREM_SHARE = 0.15  # ...or this share of its words
 DIVERSITY_WINDOW = 25  # words per window of the distinct-word ratio
-MIN_DIVERSITY = 0.5  # below this mean distinct/total ratio a section is repetition
+MIN_DIVERSITY = 0.4  # below this mean distinct/total ratio a section is repetition
 REPEATED_MIN_WORDS = 2  # a line of at least this many words...
 REPEATED_MIN_SECTIONS = 3  # ...found in this many sections is filler (one line pasted everywhere)
 
 # Words that are not the referent of a number ("42 and", "the 42").
 _NOT_REFERENTS = frozenset("a an and or the of to in on at is it be as by for with from this that".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]+")
+_NOT_PROSE = re.compile(r"`[^`\n]*`|\S*[/.]\w\S*")  # code spans, paths and dotted names
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(%|[a-zA-Z]+\b)?")
 _COMMIT = re.compile(r"(?<![\w./-])([0-9a-f]{7,40})(?![\w/-])")
 _TEST_NAME = re.compile(r"(?<![\w/.-])test_\w+\b(?!\.\w|/)")  # a name, not a file's stem
@@ -67,6 +69,11 @@ _NOT_PASS = re.compile(
 _TEST_RUNNER = re.compile(
     r"\b(pytest|py\.test|unittest|nose2?|tox|nox|jest|vitest|mocha|ava|jasmine|karma|playwright|cypress|"
     r"rspec|phpunit|ctest|test|tests|spec)\b",
+    re.IGNORECASE,
+)
+_NOT_CHANGED = re.compile(
+    r"\b(unchanged|not changed|not modified|untouched|no changes|read[- ]only|only read|for reference|"
+    r"reference only|examined|viewed|looked at|read it|context only)\b",
     re.IGNORECASE,
 )
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]+|[^/]+_test\.\w+|[^/]+\.(test|spec)\.\w+|conftest\.py)$")
@@ -131,6 +138,8 @@ def filler_reason(body: str, repeated: set[str]) -> str | None:
     words = [w.lower() for w in _WORD.findall(kept)]
     if everything and not words:
         return "it only repeats a line pasted into many sections"
+    # A path or code span is one token: a list of paths repeats "src" and "py" honestly.
+    words = [t.lower() for t in _NOT_PROSE.findall(kept)] + [w.lower() for w in _WORD.findall(_NOT_PROSE.sub(" ", kept))]
     diversity = distinct_ratio(words)
     if len(words) >= 8 and diversity < MIN_DIVERSITY:
         return f"repetitive: {diversity:.0%} distinct words (needs {MIN_DIVERSITY:.0%})"
@@ -198,6 +207,12 @@ def cited_commits(text: str) -> list[str]:
 def cited_test_names(text: str) -> list[str]:
     """Test names (``test_...``) the text cites, first mention first."""
     return list(dict.fromkeys(_TEST_NAME.findall(text)))
+
+
+def not_changed_lines(body: str) -> str:
+    """The lines of a files section that say a file was only read ("unchanged", "read
+    only", "for reference"...): their paths are cited, not claimed as changed."""
+    return "\n".join(line for line in body.splitlines() if _NOT_CHANGED.search(line))
 
 
 def is_test_file(path: str) -> bool:

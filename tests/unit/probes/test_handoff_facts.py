@@ -243,3 +243,16 @@ def test_cited_commits_and_passing_claims():
     assert cited_commits("commit 3f2a9c1, not 1234567 nor deadbeef nor src/ab12cd3.py; see https://x.org/ab12cd34") == ["3f2a9c1"]
     body = "test_a passes. test_b fails. tests/test_c.py is green.\n- test_d: not passing yet"
     assert passing_claims(body, ["tests/test_c.py"]) == ["test_a", "tests/test_c.py"]
+
+
+def test_a_list_of_paths_is_not_repetition_and_files_only_read_are_not_claimed_changed(repo):
+    paths = "\n".join(f"- `src/module_{n}.py`: changed" if n % 2 else f"- src/pkg/part_{n}.py" for n in range(1, 13))
+    assert filler_reason(paths, set()) is None
+    assert filler_reason("\n".join(f"- `src/m{n}.py`: new" for n in range(12)), set()) is None
+    assert filler_reason("- src/a.py changed\n" * 12, set()) is not None  # one line twelve times is repetition
+    read_only = HONEST.replace(
+        "- `tests/test_auth.py`: new, 4 tests for the lockout.",
+        "- `tests/test_auth.py`: new, 4 tests for the lockout.\n- `src/limits.py`: read for reference, unchanged.",
+    )
+    score = score_handoff(read_only, repo, evidence=evidence_of_alice())
+    assert false_facts(score) == [] and score.passed, score.missing
