@@ -16,7 +16,8 @@ criterion                              points  met when
 section present (x9)                   3 each  a heading names the section (synonyms below)
 section substantive (x9)               5 each  its body has >= 8 words AND a concrete
                                                reference: a path, a `code span`, a fenced
-                                               or ``$ `` command, or a number
+                                               or ``$ `` command, or a number with a
+                                               referent; not filler
 referenced files exist                 18      scaled: 18 x existing / referenced (rounded
                                                down); 0 when nothing is referenced
 concrete next step                     10      the next-step section has an action verb
@@ -39,6 +40,15 @@ token with ``/`` counts only if it ends in ``/`` or in a known extension (so "an
 prose); inside backticks any token with ``/`` counts.  Absolute paths outside the
 repository and home paths (``~``) are not checked.  A reference exists when the file or
 folder exists under ``repo_root``.
+
+Filler earns nothing and facts must hold (``probes.handoff_facts``): a section of lorem
+ipsum, of a line pasted into many sections, or of a few words repeated, gets no
+"substantive" points and its paths do not count; a number counts as concrete only with a
+referent.  Given ``evidence`` (what Lockstep and git know of the agent), each claim the
+document makes is a fact that holds or not (files changed, commits and paths cited,
+tests said to pass, next-step paths); a false one costs the points of the criterion it
+supports (the references share, the section's "substantive" points, the next step) and
+fails the document whatever its score.
 """
 
 from __future__ import annotations
@@ -50,8 +60,6 @@ import msgspec
 
 from probes import handoff_facts as facts
 from probes.handoff_facts import Evidence, Fact
-
-__all__ = ["DEFAULT_THRESHOLD", "Evidence", "Fact", "HandoffScore", "SECTIONS", "file_references", "score_handoff"]
 
 DEFAULT_THRESHOLD = 85
 MIN_WORDS = 8
@@ -369,11 +377,6 @@ def _section_lines(text: str) -> dict[str, _Span]:
             span.parts.append((heading.line, heading.inline))
         span.parts.extend((index, lines[index]) for index in range(heading.body_start, end))
     return spans
-
-
-def _section_bodies(text: str) -> dict[str, str]:
-    """Rubric section key -> its body text (repeated headings of a section concatenate)."""
-    return {key: span.text for key, span in _section_lines(text).items()}
 
 
 def _headings(lines: list[str]) -> list[_Heading]:
