@@ -40,9 +40,16 @@ from ledger import records as rec
 from probes import checklogs, verifyrun
 from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
-from probes.model import FAIL, WORKER_LOST, ProbeError, ProbeResult, ProbeSpec
+from probes.model import (
+    FAIL,
+    HANDOFF_INCOMPLETE,
+    WORKER_LOST,
+    ProbeError,
+    ProbeResult,
+    ProbeSpec,
+)
 from probes.pool import ProbePool
-from probes.rules import Finding, Response, RuleTable
+from probes.rules import Finding, Response, RuleTable, normalize_finding
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
@@ -539,8 +546,8 @@ class JobRunner:
         """For a response to handoff findings: the notes concerned, relative to the
         agent's worktree (what it may still write while blocked); None for others."""
         results = [r for r in view.results if r.get("name") in response.probes and r.get("kind") == "handoff"]
-        if not results:
-            return None
+        if not results and normalize_finding(response.finding) != HANDOFF_INCOMPLETE:
+            return None  # (a plan's probes are not among its results: the phrase tells)
         live = self._core.registry.agents.get(agent)
         worktree = Path(live.worktree) if live is not None and live.worktree else self._repo_root
         notes = []
