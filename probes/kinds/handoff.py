@@ -106,19 +106,44 @@ def gather_evidence(text: str, root: Path, agent: str | None, base: str | None, 
     if since:
         changed += (_git(root, "diff", "--name-only", "-z", since, "--", ".", raw=True) or "").split("\0")
     changed += (_git(root, "ls-files", "--others", "--exclude-standard", "-z", raw=True) or "").split("\0")
-    commits = {c: _git(root, "rev-parse", "--verify", "-q", f"{c}^{{commit}}") is not None for c in facts.cited_commits(text)}
-    defined_in = {}
-    for name in facts.cited_test_names(text):
-        found = (_git(root, "grep", "-l", "-w", "--untracked", "-e", name, "--", ".", raw=True) or "").splitlines()
-        defined_in[name] = [f for f in found if facts.is_test_file(f)]
-    verify = known.verify
-    if verify is not None:
-        checks = [msgspec.structs.replace(c, paths=_command_paths(c.target, root)) for c in verify.checks]
-        verify = msgspec.structs.replace(verify, checks=checks)
     return msgspec.structs.replace(
         known, agent=agent, git=True, base=base or ("HEAD" if since == "HEAD" else ""),
-        changed=sorted({c for c in changed if c}), commits=commits, defined_in=defined_in, verify=verify,
+        changed=sorted({c for c in changed if c}), commits=_commits(root, facts.cited_commits(text)),
+        defined_in=_defined_in(root, facts.cited_test_names(text)), verify=_with_paths(known.verify, root),
     )
+
+
+def _commits(root: Path, cited: list[str]) -> dict[str, bool]:
+    """Which ``cited`` ids name a commit: one ``git cat-file --batch-check`` for all."""
+    if not cited:
+        return {}
+    out = _git(root, "cat-file", "--batch-check=%(objecttype)", raw=True, stdin="".join(f"{c}^{{commit}}\n" for c in cited)) or ""
+    answers = out.splitlines()
+    return {c: i < len(answers) and answers[i].strip() == "commit" for i, c in enumerate(cited)}
+
+
+def _defined_in(root: Path, names: list[str]) -> dict[str, list[str]]:
+    """The test files that mention each test name: one ``git grep`` for all."""
+    from probes import handoff_facts as facts
+
+    found: dict[str, list[str]] = {name: [] for name in names}
+    if not names:
+        return found
+    patterns = [arg for name in names for arg in ("-e", name)]
+    out = _git(root, "grep", "-o", "-w", "--untracked", "-I", *patterns, "--", ".", raw=True) or ""
+    for line in out.splitlines():
+        file, _, name = line.rpartition(":")
+        if name in found and facts.is_test_file(file) and file not in found[name]:
+            found[name].append(file)
+    return found
+
+
+def _with_paths(verify: Any, root: Path) -> Any:
+    """The verify run with, for each check, the tokens of its command that are paths."""
+    if verify is None:
+        return None
+    checks = [msgspec.structs.replace(c, paths=_command_paths(c.target, root)) for c in verify.checks]
+    return msgspec.structs.replace(verify, checks=checks)
 
 
 def _command_paths(command: str, root: Path) -> list[str]:
@@ -139,11 +164,11 @@ def _command_paths(command: str, root: Path) -> list[str]:
     return found
 
 
-def _git(root: Path, *args: str, raw: bool = False) -> str | None:
+def _git(root: Path, *args: str, raw: bool = False, stdin: str | None = None) -> str | None:
     """git's output in ``root`` (stripped unless ``raw``), or None when it fails."""
     try:
         done = subprocess.run(
-            ["git", "-c", "core.quotePath=false", *args], cwd=root, capture_output=True, text=True, timeout=30,
+            ["git", "-c", "core.quotePath=false", *args], cwd=root, capture_output=True, text=True, timeout=30, input=stdin,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
