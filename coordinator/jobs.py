@@ -380,16 +380,17 @@ class JobRunner:
 
     def _ledger_evidence(self, agent: str | None, last: Any) -> dict[str, Any]:
         """What the ledger knows of ``agent``'s work (``probes.handoff_facts.Evidence``
-        fields): the paths it claimed, announced or wrote, and its last verify run
+        fields): the paths it claimed, announced or wrote (reported writes included, even
+        to paths others hold), and its last verify run
         (``last``) with each check's result.  Runs in a thread."""
         if agent is None or self._ledger is None:
             return {"written": [], "verify": None}
         written: dict[str, None] = {}
-        for event in self._ledger.events(kinds=["intent.decided", "claim.granted"], agent=agent):
+        for event in self._ledger.events(kinds=["intent.decided", "claim.granted", "write.unannounced"], agent=agent):
             if event.kind == "claim.granted":
                 written.update(dict.fromkeys(event.data.get("patterns", [])))
-            elif event.data.get("verdict") in ("allow", "warn"):
-                written.update(dict.fromkeys(event.data.get("paths", [])))
+            elif event.kind == "write.unannounced" or event.data.get("verdict") in ("allow", "warn"):
+                written.update(dict.fromkeys(event.data.get("paths", [])))  # (a write to others' paths is a change too)
         verify = None
         if last is not None:
             checks = [
