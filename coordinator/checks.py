@@ -290,9 +290,12 @@ class Gates:
         """An agent's handoff note was scored: what the done gate and a handoff block read."""
         details = result.get("details") or {}
         facts = details.get("facts") or []
+        score = int(details.get("score") or 0)
+        # Held to [handoff] threshold at least: `--threshold 0` passes a check, never the bar.
+        bar = max(int(details.get("threshold") or 0), self.settings.handoff_threshold)
         record = rec.HandoffChecked(
-            agent=agent, job=job, target=str(result.get("target", "")), score=int(details.get("score") or 0),
-            threshold=int(details.get("threshold") or 0), passed=result.get("verdict") == "pass",
+            agent=agent, job=job, target=str(result.get("target", "")), score=score,
+            threshold=bar, passed=result.get("verdict") == "pass" and score >= bar,
             false_facts=[str(f.get("note", "")) for f in facts if isinstance(f, dict) and not f.get("holds")],
             missing=[str(x) for x in details.get("missing") or []],
         )

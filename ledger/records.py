@@ -456,8 +456,8 @@ class HandoffChecked(Record, frozen=True, kw_only=True):
     job: str
     target: str  # the note checked (absolute path)
     score: int
-    threshold: int
-    passed: bool
+    threshold: int  # the bar it was held to: the check's threshold, or [handoff] threshold if higher
+    passed: bool  # the check passed and the score reached that bar
     false_facts: list[str] = []  # each claim of the note found false
     missing: list[str] = []  # every gap the rubric named (false facts included)
 

@@ -48,12 +48,17 @@ def test_done_needs_a_passing_handoff_since_the_last_write():
     assert d2.core.registry.handoffs == d.core.registry.handoffs
 
 
-def test_a_lower_threshold_on_the_command_line_does_not_pass_the_gate():
+def test_a_lower_threshold_on_the_command_line_does_not_pass_the_gate_nor_lift_a_block():
     d = Driver(handoff_required=True)
     s = d.hello("bob")
     _handoff(d, "bob", passed=True, score=50)  # checked with --threshold 50
     refused = d.send(m.Done(session=s))
     assert refused.verdict == "block" and "scores 50, below the threshold 85" in refused.reason
+    [checked] = [r for r in d.records if isinstance(r, rec.HandoffChecked)]
+    assert checked.threshold == 85 and not checked.passed
+    d._absorb(d.core.note(rec.AgentBlocked(agent="bob", reason="handoff incomplete", lifted_by="handoff"), d.now))
+    _handoff(d, "bob", passed=True, score=50)
+    assert "bob" in d.core.registry.blocked
 
 
 def test_another_note_does_not_count():
