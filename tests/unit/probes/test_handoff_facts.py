@@ -256,3 +256,12 @@ def test_a_list_of_paths_is_not_repetition_and_files_only_read_are_not_claimed_c
     )
     score = score_handoff(read_only, repo, evidence=evidence_of_alice())
     assert false_facts(score) == [] and score.passed, score.missing
+
+
+def test_the_same_note_and_evidence_always_give_the_same_result(repo):
+    import msgspec
+
+    evidence = evidence_of_alice(commits={"abc1234": False}, defined_in={})
+    first = msgspec.json.encode(score_handoff(FABRICATED, repo, evidence=evidence))
+    for _ in range(3):
+        assert msgspec.json.encode(score_handoff(FABRICATED, repo, evidence=evidence)) == first
