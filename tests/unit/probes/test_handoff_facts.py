@@ -265,3 +265,7 @@ def test_the_same_note_and_evidence_always_give_the_same_result(repo):
     first = msgspec.json.encode(score_handoff(FABRICATED, repo, evidence=evidence))
     for _ in range(3):
         assert msgspec.json.encode(score_handoff(FABRICATED, repo, evidence=evidence)) == first
+
+
+def test_english_and_code_words_of_the_lorem_passage_are_not_filler():
+    assert filler_reason("The job id, the commit id and the session id sit in `ledger.db`; sed edits them, non-stop.", set()) is None
