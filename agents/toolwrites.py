@@ -178,10 +178,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
             message = f"lockstep: {problem}; the files this call writes will not be compared after it"
             return warn(client, f"{earlier}\n{message}" if earlier else message, kind if client != "gemini" else None)
         if kind == afterwrites.AFTER_EVENTS[client] and event.get("tool_name") in afterwrites.COMPARED_TOOLS[client]:
-            answer = after_tool(client, event, endpoint)
-            if event.get("tool_name") in SHELL_TOOLS[client]:
-                ran(client, event, endpoint)
-            return answer
+            return after_tool(client, event, endpoint)
         if kind in turns.TURN_ENDS[client]:
             return Answer(0, turns.turn_end(client, agent_for(client, event), event, endpoint))
         if kind in turns.TURN_STARTS[client]:
@@ -216,10 +213,15 @@ def _remember(client: str, event: dict, answer: Answer) -> str | None:
 
 
 def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
-    """After a compared call: every file it changed is reported (``wrote``); what
-    another agent holds is fed back to the model (agents/afterwrites.py)."""
+    """After a compared call, in one connection: every file it changed is reported
+    (``wrote``), and a shell call's command too (``ran``: the ``[[trigger]]``s it
+    matches run their probes, whose findings go through the rules; the hook does not
+    wait for them).  What another agent holds is fed back to the model
+    (agents/afterwrites.py).  With no coordinator and no write there is nothing to
+    trigger and nothing to say."""
     from agents import afterwrites
-    from agents.oneshot import open_oneshot
+    from agents.oneshot import CoordinatorUnreachable, open_oneshot
+    from protocol import messages as m
     from protocol.discovery import locate
     from protocol.paths import Pattern, escape, overlaps
 
@@ -227,40 +229,37 @@ def after_tool(client: str, event: dict, endpoint: str | None) -> Answer:
     place = locate(cwd)
     agent = agent_for(client, event)
     paths = afterwrites.written_paths(place.state_dir, place.worktree, agent, event)
-    if not paths:
+    command = _shell_command(event) if event.get("tool_name") in SHELL_TOOLS[client] else None
+    if not paths and command is None:
         return Answer(0, "{}")
     source = f"{client} {event.get('hook_event_name')} {event.get('tool_name')}"
-    with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
-        decision = session.wrote([escape(path) for path in paths], source=source)
-    if decision.verdict == "allow" or not decision.holders:
+    decision = None
+    try:
+        with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
+            if paths:
+                decision = session.wrote([escape(path) for path in paths], source=source)
+            if command is not None:
+                session.call(lambda s: m.Ran(session=s, command=command[:4000], cwd=cwd))
+    except CoordinatorUnreachable:
+        if paths:
+            raise  # the writes go uncoordinated: the failure answer says so
+        return Answer(0, "{}")
+    if decision is None or decision.verdict == "allow" or not decision.holders:
         return Answer(0, "{}")
     patterns = [Pattern.parse(c.pattern) for c in decision.conflicts]
     held = [p for p in paths if any(overlaps(q, Pattern.parse(escape(p))) for q in patterns)] or paths
     return Answer(0, afterwrites.feedback(client, held, decision))
 
 
-def ran(client: str, event: dict, endpoint: str | None) -> None:
-    """After a shell call: tell the coordinator the command, so the ``[[trigger]]``s it
-    matches run their probes (their findings go through the rules; the hook does not
-    wait for them).  With no coordinator there is nothing to trigger and nothing to
-    say: the call's answer stays what the write comparison made of it."""
-    from agents.oneshot import CoordinatorUnreachable, open_oneshot
-    from protocol import messages as m
-
+def _shell_command(event: dict) -> str | None:
+    """The command line of a shell tool call's input, or None."""
     tool_input = event.get("tool_input")
     command = tool_input.get("command", tool_input.get("cmd")) if isinstance(tool_input, dict) else None
     if isinstance(command, list):
         import shlex
 
         command = shlex.join(str(part) for part in command)
-    if not isinstance(command, str) or not command.strip():
-        return
-    cwd = str(event.get("cwd") or os.getcwd())
-    try:
-        with open_oneshot(agent_for(client, event), cwd=cwd, endpoint=endpoint) as session:
-            session.call(lambda s: m.Ran(session=s, command=command[:4000], cwd=cwd))
-    except CoordinatorUnreachable:
-        return
+    return command if isinstance(command, str) and command.strip() else None
 
 
 def failure(client: str, problem: str, kind: str | None, fail_closed: bool, looping: bool = False) -> Answer:

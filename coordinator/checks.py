@@ -26,10 +26,31 @@ from protocol import messages as m
 from protocol.errors import PeerError
 
 from .effects import Outbox, Send, StartJob
-from .registry import Agent, Registry
+from .registry import Agent, HandoffOutcome, Registry
 from .settings import Settings
 
 EDIT_BATCH_QUIET = 2.0  # seconds without a write that end an agent's edit batch
+HANDOFF_FACTS_SHOWN = 5  # false facts a refused done names (the rest are counted)
+
+
+def _handoff_failure(last: HandoffOutcome, threshold: int) -> str:
+    """Why a handoff check did not pass: its false facts (the first few), else its gaps."""
+    false = last.false_facts
+    if false:
+        more = f"; and {len(false) - HANDOFF_FACTS_SHOWN} more" if len(false) > HANDOFF_FACTS_SHOWN else ""
+        why = f"{len(false)} false fact{'s' if len(false) != 1 else ''}: " + "; ".join(false[:HANDOFF_FACTS_SHOWN]) + more
+    else:
+        gaps = last.missing[:HANDOFF_FACTS_SHOWN]
+        why = f"scores {last.score}, below the threshold {threshold}" + (f": {'; '.join(gaps)}" if gaps else "")
+    return f"(job {last.job}, score {last.score}, threshold {threshold}): {why}"
+
+
+def _names_note(target: str, note: str) -> bool:
+    """``target`` (the absolute path a check read) is the note ``note`` names, relative
+    to some worktree: it ends with those path segments."""
+    wanted = [part for part in note.replace("\\", "/").split("/") if part not in ("", ".")]
+    parts = target.replace("\\", "/").split("/")
+    return bool(wanted) and parts[-len(wanted):] == wanted
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -169,7 +190,7 @@ class Gates:
             return "allow", "the turn-end gate is off ([verify] turn_gate = false)", "", []
         if settings.verify_policy == "off":
             return "allow", "verify policy is off: turns end unchecked", "", []
-        if name not in reg.blocked:
+        if name not in reg.blocked or reg.block_lifts.get(name) == ["handoff"]:  # a handoff block is not verify's to lift
             if (job := reg.passed_on(name, tree)) is not None:
                 return "allow", f"verify run {job} passed on this content", job, []
             if tree and reg.turn_trees.get(name) == tree:
@@ -201,9 +222,22 @@ class Gates:
         very content: an edit nobody announced changes the content and blocks."""
         reg = self.registry
         if self.settings.verify_policy == "off":
-            return Verdict("pass", "verify policy is off: done is not gated")
+            return self.handoff_gate(name) or Verdict("pass", "verify policy is off: done is not gated")
         if name in reg.blocked:
+            last = reg.handoffs.get(name)
+            if reg.block_lifts.get(name) == ["handoff"] and last is not None and not last.passed:
+                return Verdict(
+                    "block", f"{name} is blocked by a rule until its handoff passes ({reg.blocked[name]}): the handoff "
+                    f"{last.target} did not pass {_handoff_failure(last, last.threshold)}. Fix it and run `lockstep check handoff`",
+                )
             return Verdict("block", f"{name} is blocked by a rule: {reg.blocked[name]}")
+        verdict = self._verify_gate(name, tree, head_tree)
+        if verdict.verdict == "pass":
+            return self.handoff_gate(name) or verdict
+        return verdict
+
+    def _verify_gate(self, name: str, tree: str, head_tree: str) -> Verdict:
+        reg = self.registry
         last_write = reg.last_write.get(name)
         last = reg.last_verify.get(name)
         if last_write is None and (last is None or last.passed):
@@ -247,8 +281,43 @@ class Gates:
         result_type = rec.VerifyResult if kind == "verify" else rec.ProbeResult
         self._record(result_type(agent=agent, job=job, **result))
         self._publish("job.progress", agent, {"job": job, "kind": kind, "result": result})
+        if result.get("kind") == "handoff" and agent is not None:
+            self._handoff_checked(job, agent, result)
         if result.get("verdict") == "pass":
             self._resolve(agent, str(result.get("name", "")))
+
+    def _handoff_checked(self, job: str, agent: str, result: dict[str, Any]) -> None:
+        """An agent's handoff note was scored: what the done gate and a handoff block read."""
+        details = result.get("details") or {}
+        facts = details.get("facts") or []
+        score = int(details.get("score") or 0)
+        # Held to [handoff] threshold at least: `--threshold 0` passes a check, never the bar.
+        bar = max(int(details.get("threshold") or 0), self.settings.handoff_threshold)
+        record = rec.HandoffChecked(
+            agent=agent, job=job, target=str(result.get("target", "")), score=score,
+            threshold=bar, passed=result.get("verdict") == "pass" and score >= bar,
+            false_facts=[str(f.get("note", "")) for f in facts if isinstance(f, dict) and not f.get("holds")],
+            missing=[str(x) for x in details.get("missing") or []],
+        )
+        self._record(record)
+        self._publish(record.KIND, agent, rec.data_of(record))
+
+    def handoff_gate(self, name: str) -> Verdict | None:
+        """``[handoff] required``: a block when ``name``'s note has not passed since its
+        last write (None: the requirement is met, or does not apply to ``name``)."""
+        settings, reg = self.settings, self.registry
+        if not settings.handoff_required or (settings.handoff_agents and name not in settings.handoff_agents):
+            return None
+        note, threshold = settings.handoff_path, settings.handoff_threshold
+        how = f"`lockstep check handoff {note} --agent {name}`"
+        last = reg.handoffs.get(name)
+        if last is None or not _names_note(last.target, note):
+            return Verdict("block", f"a handoff is required ([handoff] required): write {note} and run {how}; no check of it is recorded for {name}")
+        if last.mark < reg.last_write.get(name, 0):
+            return Verdict("block", f"{name} wrote since its handoff was checked (job {last.job}): run {how} again")
+        if not last.passed or last.score < threshold:
+            return Verdict("block", f"the handoff {note} did not pass {_handoff_failure(last, threshold)}. Fix it and run {how}")
+        return None
 
     def _resolve(self, agent: str | None, probe: str) -> None:
         """``probe`` passed: findings of it that rules answered are resolved (said once

@@ -992,7 +992,7 @@ class Core:
     def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float) -> IntentOutcome:
         """The intent gate.  Writes are exclusive use of a path."""
         reg, mode = self.registry, self.settings.mode
-        if agent.name in reg.blocked:
+        if agent.name in reg.blocked and not reg.may_write_while_blocked(agent.name, [p.text for p in paths]):
             return IntentOutcome("block", f"{agent.name} is blocked by a rule: {reg.blocked[agent.name]}")
         conflicts: list[m.Conflict] = []
         unowned: list[Pattern] = []

@@ -40,9 +40,16 @@ from ledger import records as rec
 from probes import checklogs, verifyrun
 from probes import plan as plans
 from probes.config import Config, ConfigError, Probe, load_config
-from probes.model import FAIL, WORKER_LOST, ProbeError, ProbeResult, ProbeSpec
+from probes.model import (
+    FAIL,
+    HANDOFF_INCOMPLETE,
+    WORKER_LOST,
+    ProbeError,
+    ProbeResult,
+    ProbeSpec,
+)
 from probes.pool import ProbePool
-from probes.rules import Finding, Response, RuleTable
+from probes.rules import Finding, Response, RuleTable, normalize_finding
 from protocol import messages as m
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
@@ -91,9 +98,10 @@ class JobView:
 class JobRunner:
     def __init__(
         self, core: Core, apply: Apply, pool: ProbePool, repo_root: Path, state_dir: Path | None = None,
-        workers: WorkerBroker | None = None, is_remote: Callable[[str], bool] | None = None,
+        workers: WorkerBroker | None = None, is_remote: Callable[[str], bool] | None = None, ledger: Ledger | None = None,
     ) -> None:
         self._core = core
+        self._ledger = ledger  # what a handoff check is checked against (the agent's writes and verify runs)
         # Agents on other hosts: their probes run on their own worker (workers.py).
         self._workers = workers
         self._is_remote = is_remote or (lambda agent: False)  # a live session of this agent is on another host
@@ -248,6 +256,7 @@ class JobRunner:
                     results = await self._run_remote_verify(view, request, remote)
                 elif remote is not None:  # a check, or a trigger's probes, on the agent's host
                     specs = [self._check_spec(request, request.cwd)] if view.kind == "check" else self._trigger_specs(request, request.cwd)
+                    specs = [await self._with_handoff_evidence(spec, view.agent, None) for spec in specs]
                     view.total = len(specs)
                     results = await self._runner(view.job, remote).run_suite(specs, on_result=lambda i, r: self._progress(view, r))
                 else:
@@ -358,15 +367,57 @@ class JobRunner:
         cwd = request.cwd or str(self._repo_root)
         root = await self._worktree_of(cwd)
         if view.kind == "check":
-            return [self._with_log(view, self._check_spec(request, cwd))]
+            return [self._with_log(view, await self._with_handoff_evidence(self._check_spec(request, cwd), view.agent, root))]
         if view.kind == "trigger":
-            return self._trigger_specs(request, cwd)
+            return [await self._with_handoff_evidence(spec, view.agent, root) for spec in self._trigger_specs(request, cwd)]
         view.worktree = root
         specs, about = await verifyrun.verify_specs(
             root, view.agent, getattr(request, "venv", ""), lambda spec: self._with_log(view, spec)
         )
         view.about.update(about)
         return specs
+
+    async def _with_handoff_evidence(self, spec: ProbeSpec, agent: str | None, root: Path | None) -> ProbeSpec:
+        """A handoff check with what it is checked against (probes/kinds/handoff.py):
+        whose note it is, the branch its work is compared with, and what the ledger
+        knows of that agent.  Other specs as they are."""
+        if spec.kind != "handoff":
+            return spec
+        registry = self._core.registry  # read here, in the loop's thread: the ledger in another
+        claimed = [entry.pattern.text for entry in registry.entries_of(agent)] if agent else []
+        last = registry.last_verify.get(agent) if agent else None
+        known = await trio.to_thread.run_sync(self._ledger_evidence, agent, last)
+        index = self._core.integration
+        # Whatever the caller put in these, the coordinator's word replaces it: a note is
+        # checked against what Lockstep knows, not against what its writer says.
+        params = {**spec.params, "agent": agent, "known": {**known, "claimed": claimed}, "base": index.branch if index is not None else None}
+        params.pop("repo_root", None)
+        if root is not None:
+            params["repo_root"] = str(root)
+        return msgspec.structs.replace(spec, params=params)
+
+    def _ledger_evidence(self, agent: str | None, last: Any) -> dict[str, Any]:
+        """What the ledger knows of ``agent``'s work (``probes.handoff_facts.Evidence``
+        fields): the paths it claimed, announced or wrote (reported writes included, even
+        to paths others hold), and its last verify run
+        (``last``) with each check's result.  Runs in a thread."""
+        if agent is None or self._ledger is None:
+            return {"written": [], "verify": None}
+        written: dict[str, None] = {}
+        for event in self._ledger.events(kinds=["intent.decided", "claim.granted", "write.unannounced"], agent=agent):
+            if event.kind == "claim.granted":
+                written.update(dict.fromkeys(event.data.get("patterns", [])))
+            elif event.kind == "write.unannounced" or event.data.get("verdict") in ("allow", "warn"):
+                written.update(dict.fromkeys(event.data.get("paths", [])))  # (a write to others' paths is a change too)
+        verify = None
+        if last is not None:
+            checks = [
+                {"name": e.data.get("name", "?"), "verdict": e.data.get("verdict", ""), "target": e.data.get("target", ""), "output": e.data.get("output", "")}
+                for e in self._ledger.events(kinds=["verify.result"], agent=agent)
+                if e.data.get("job") == last.job
+            ]
+            verify = {"job": last.job, "passed": last.passed, "checks": checks}
+        return {"written": list(written), "verify": verify}
 
     def _trigger_specs(self, request: m.Ran, cwd: str) -> list[ProbeSpec]:
         """The probes of the [[trigger]]s the agent's command matches (as the coordinator
@@ -520,14 +571,37 @@ class JobRunner:
             case "block_agent":
                 if agent is None:
                     return "no single agent to block"
-                await self._apply(lambda now: self._core.note(rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}"), now))
-                return f"blocked {agent} until its next passing verify run"
+                notes = self._handoff_notes(response, view, agent)
+                if notes is None:
+                    blocked = rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}")
+                    until = "its next passing verify run"
+                else:  # only a passing handoff lifts it; meanwhile the agent may fix its note
+                    blocked = rec.AgentBlocked(agent=agent, reason=f"{response.finding}: {message}", lifted_by="handoff", allow=notes)
+                    until = "its next passing handoff check (`lockstep check handoff`)"
+                await self._apply(lambda now: self._core.note(blocked, now))
+                return f"blocked {agent} until {until}"
             case "queue_task":
                 target = params.get("agent") or agent
                 task = str(params.get("task") or message)
                 await self._apply(lambda now: self._core.queue_task(target, task, response.finding, now))
                 return f"queued a task for {target or 'anyone'}: {task}"
         return f"unknown action {response.action}"
+
+    def _handoff_notes(self, response: Response, view: JobView, agent: str) -> list[str] | None:
+        """For a response to handoff findings: the notes concerned, relative to the
+        agent's worktree (what it may still write while blocked); None for others."""
+        results = [r for r in view.results if r.get("name") in response.probes and r.get("kind") == "handoff"]
+        if not results and normalize_finding(response.finding) != HANDOFF_INCOMPLETE:
+            return None  # (a plan's probes are not among its results: the phrase tells)
+        live = self._core.registry.agents.get(agent)
+        worktree = Path(live.worktree) if live is not None and live.worktree else self._repo_root
+        notes = []
+        for result in results:
+            try:
+                notes.append(Path(result.get("target", "")).relative_to(worktree).as_posix())
+            except ValueError:
+                continue  # a note outside the agent's worktree: nothing to allow
+        return notes
 
     async def _roll_back(self, response: Response, view: JobView) -> tuple[str, dict[str, Any]]:
         """``rollback`` with no command: the agent's worktree back to what its newest
@@ -660,7 +734,7 @@ class JobRunner:
             resolved = known.get(probe) if isinstance(probe, str) else probe
             if resolved is None:
                 return f"unknown probe {probe!r}"
-            specs.append(self._reached(resolved.to_spec(cwd=cwd)))
+            specs.append(await self._with_handoff_evidence(self._reached(resolved.to_spec(cwd=cwd)), view.agent if view else None, None))
         results = await runner.run_suite(specs)
         if view is not None:
             for result in results:

@@ -93,6 +93,19 @@ class VerifyOutcome(msgspec.Struct, frozen=True):
     tree: str = ""  # the content id it ran on ("" unknown)
 
 
+class HandoffOutcome(msgspec.Struct, frozen=True):
+    """An agent's newest handoff check (``handoff.checked``)."""
+
+    job: str
+    mark: int  # the clock when it was recorded: a later write makes it stale
+    target: str  # the note checked
+    score: int
+    threshold: int
+    passed: bool
+    false_facts: list[str] = []
+    missing: list[str] = []
+
+
 class TaskEntry(msgspec.Struct, kw_only=True):
     """A task (``task.queued``): for ``agent`` (None: anyone), ``queued`` -> ``taken`` (by
     ``by``) -> ``done``.  ``delivered``: shown to its agent already (an inbox)."""
@@ -181,6 +194,9 @@ class Snapshot(msgspec.Struct, frozen=True):
     last_verify: dict[str, VerifyOutcome] = {}
     failing_rounds: dict[str, int] = {}
     blocked: dict[str, str] = {}
+    block_lifts: dict[str, list[str]] = {}  # blocked agent -> what lifts its block ("verify", "handoff")
+    block_allows: dict[str, list[str]] = {}
+    handoffs: dict[str, HandoffOutcome] = {}
     repair: RepairState = RepairState()
     edit_batches: list[str] = []  # agents with an edit batch not yet verified
     merge_holds: list[SnapshotMergeHold] = []
@@ -221,6 +237,11 @@ class Registry:
     last_verify: dict[str, VerifyOutcome] = field(default_factory=dict)  # agent -> newest finished
     failing_rounds: dict[str, int] = field(default_factory=dict)  # agent -> consecutive failed verifies
     blocked: dict[str, str] = field(default_factory=dict)  # agent -> why a rule blocked it
+    # What lifts each block: a passing verify run ("verify") or, for a block a handoff
+    # finding raised, only a passing handoff check ("handoff"); all of them, to lift it.
+    block_lifts: dict[str, list[str]] = field(default_factory=dict)
+    block_allows: dict[str, list[str]] = field(default_factory=dict)  # paths a blocked agent may still write
+    handoffs: dict[str, HandoffOutcome] = field(default_factory=dict)  # agent -> its newest handoff check
     repair: RepairState = field(default_factory=RepairState)  # retries answered per (agent, finding)
     # agent -> time of the last allowed write of its edit batch, until a verify run (or
     # its refusal) takes the batch; acted on by Core.tick with after-each-edit-batch
@@ -302,6 +323,9 @@ class Registry:
             last_verify=dict(self.last_verify),
             failing_rounds=dict(self.failing_rounds),
             blocked=dict(self.blocked),
+            block_lifts={agent: list(lifts) for agent, lifts in self.block_lifts.items()},
+            block_allows={agent: list(paths) for agent, paths in self.block_allows.items()},
+            handoffs=dict(self.handoffs),
             repair=self.repair,
             edit_batches=list(self.edit_batches),
             passed_trees={agent: dict(trees) for agent, trees in self.passed_trees.items()},
@@ -337,6 +361,9 @@ class Registry:
             last_verify=dict(snap.last_verify),
             failing_rounds=dict(snap.failing_rounds),
             blocked=dict(snap.blocked),
+            block_lifts={agent: list(lifts) for agent, lifts in snap.block_lifts.items()},
+            block_allows={agent: list(paths) for agent, paths in snap.block_allows.items()},
+            handoffs=dict(snap.handoffs),
             repair=snap.repair,
             edit_batches=dict.fromkeys(snap.edit_batches, now),
             passed_trees={agent: dict(trees) for agent, trees in snap.passed_trees.items()},
@@ -422,7 +449,14 @@ class Registry:
             case rec.VerifyRefused():
                 self.edit_batches.pop(record.agent, None)
             case rec.AgentBlocked():
-                self.blocked[record.agent] = record.reason
+                self._blocked(record)
+            case rec.HandoffChecked():
+                self.handoffs[record.agent] = HandoffOutcome(
+                    record.job, self.clock, record.target, record.score, record.threshold, record.passed,
+                    list(record.false_facts), list(record.missing),
+                )
+                if record.passed:
+                    self._lift(record.agent, "handoff")
             case rec.CoordinatorPaused():
                 self._paused(record, now)
             case rec.CoordinatorStarted():
@@ -588,9 +622,39 @@ class Registry:
                 del trees[next(iter(trees))]
         if passed:
             self.failing_rounds.pop(agent, None)
-            self.blocked.pop(agent, None)
+            self._lift(agent, "verify")
         else:
             self.failing_rounds[agent] = self.failing_rounds.get(agent, 0) + 1
+
+    def _blocked(self, record: rec.AgentBlocked) -> None:
+        self.blocked[record.agent] = record.reason
+        lifts = self.block_lifts.setdefault(record.agent, [])
+        if record.lifted_by not in lifts:
+            lifts.append(record.lifted_by)
+        if record.allow:
+            allowed = self.block_allows.setdefault(record.agent, [])
+            allowed.extend(p for p in record.allow if p not in allowed)
+
+    def _lift(self, agent: str, by: str) -> None:
+        """A passing verify run (``by = "verify"``) or handoff check (``"handoff"``)
+        lifts the blocks it lifts; the agent is free once none stands."""
+        if agent not in self.blocked:
+            return
+        lifts = self.block_lifts.get(agent) or ["verify"]  # a block recorded before lifted_by existed
+        if by in lifts:
+            lifts = [x for x in lifts if x != by]
+        if lifts:
+            self.block_lifts[agent] = lifts
+            return
+        self.blocked.pop(agent, None)
+        self.block_lifts.pop(agent, None)
+        self.block_allows.pop(agent, None)
+
+    def may_write_while_blocked(self, agent: str, paths: list[str]) -> bool:
+        """A blocked agent may still write what its block allows (a handoff block: the
+        note it must fix), and only that."""
+        allowed = self.block_allows.get(agent, [])
+        return bool(paths) and all(p in allowed for p in paths) and self.block_lifts.get(agent) == ["handoff"]
 
     def _inbox(self, record: Record) -> None:
         """Tasks and messages: their state is exactly these records (coordinator/inbox.py)."""
@@ -701,7 +765,7 @@ STATE_KINDS = frozenset(
     cls.KIND
     for cls in (
         rec.CoordinatorStarted, rec.TokensReserved, rec.AgentJoined, rec.AgentWatched, rec.AgentAdopted,
-        rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked,
+        rec.AgentStale, rec.AgentLeft, rec.AgentForgotten, rec.AgentBlocked, rec.HandoffChecked,
         rec.ClaimGranted, rec.ClaimReleased, rec.ClaimExpired, rec.IntentDecided,
         rec.CoordinatorPaused, rec.JobStarted, rec.VerifyFinished, rec.TurnStarted,
         rec.RuleDecided, rec.RuleResolved, rec.VerifyRefused, rec.MergeHeld, rec.MergeFreed,

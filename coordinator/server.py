@@ -214,7 +214,8 @@ class Server:
                 if self._remote is not None:
                     self._workers = WorkerBroker(self._send, self.settings.heartbeat, self.settings.liveness)
                 self._jobs = JobRunner(
-                    self.core, self.apply, pool, self.place.worktree, self.place.state_dir, self._workers, self._is_remote_agent
+                    self.core, self.apply, pool, self.place.worktree, self.place.state_dir, self._workers, self._is_remote_agent,
+                    ledger=self.ledger,
                 )
                 self.core.gates.triggers = tuple((t.command, t.probe) for t in self._jobs.config.triggers)
                 self._landings = LandQueue(self.core, self.apply, self._jobs, self.refs, self.place.state_dir)

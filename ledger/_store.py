@@ -197,11 +197,14 @@ def _event(row: tuple) -> Event:
     return Event(id_, ts, epoch, kind, agent, session, token, _decode_json(data))
 
 
-def _events_query(after: int, kinds: Iterable[str] | None) -> tuple[str, list] | None:
+def _events_query(after: int, kinds: Iterable[str] | None, agent: str | None = None) -> tuple[str, list] | None:
     if type(after) is not int:
         raise InvalidRecord(f"after must be an int, not {after!r}")
     sql = f"SELECT {_COLUMNS} FROM events WHERE id > ?"
     params: list = [after]
+    if agent is not None:  # the events_agent index
+        sql += " AND agent = ?"
+        params.append(agent)
     if kinds is not None:
         if isinstance(kinds, str):
             raise InvalidRecord(f"kinds must be an iterable of str, not the str {kinds!r}")
@@ -286,8 +289,9 @@ class LedgerReader:
             except sqlite3.Error as e:
                 raise LedgerError(f"ledger {self._path}: {e}") from e
 
-    def events(self, after: int = 0, *, kinds: Iterable[str] | None = None) -> Iterator[Event]:
-        """Events with ``id > after`` in id order, optionally only the given kinds.
+    def events(self, after: int = 0, *, kinds: Iterable[str] | None = None, agent: str | None = None) -> Iterator[Event]:
+        """Events with ``id > after`` in id order, optionally only the given kinds, and
+        only those of one ``agent``.
 
         Streamed from a private read-only connection opened on the first ``next()``
         and closed when the iterator is exhausted, closed or collected; the whole
@@ -297,7 +301,7 @@ class LedgerReader:
         """
         if self._closed:
             raise LedgerClosed(f"ledger {self._path} is closed")
-        query = _events_query(after, kinds)
+        query = _events_query(after, kinds, agent)
         if query is None:
             return iter(())
         return self._stream(*query)

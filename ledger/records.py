@@ -166,11 +166,14 @@ class AgentForgotten(Record, frozen=True, kw_only=True):
 
 
 class AgentBlocked(Record, frozen=True, kw_only=True):
-    """A rule blocked the agent until its next passing verify run."""
+    """A rule blocked the agent until its next passing verify run, or (``lifted_by =
+    "handoff"``: a handoff finding) until its next passing handoff check."""
 
     KIND: ClassVar[str] = "agent.blocked"
 
     reason: str = "blocked by a rule"
+    lifted_by: str = "verify"  # "verify" | "handoff": what lifts the block
+    allow: list[str] = []  # paths the agent may still write while blocked (its handoff note)
 
 
 # ---------------------------------------------------------------- claims and intents
@@ -458,6 +461,21 @@ class StopDecided(Record, frozen=True, kw_only=True):
     failed: list[str] = []  # when the turn ends failing: the checks that fail
 
 
+class HandoffChecked(Record, frozen=True, kw_only=True):
+    """An agent's handoff note was checked (``lockstep check handoff``): the done gate
+    under ``[handoff] required`` and a handoff block read this one."""
+
+    KIND: ClassVar[str] = "handoff.checked"
+
+    job: str
+    target: str  # the note checked (absolute path)
+    score: int
+    threshold: int  # the bar it was held to: the check's threshold, or [handoff] threshold if higher
+    passed: bool  # the check passed and the score reached that bar
+    false_facts: list[str] = []  # each claim of the note found false
+    missing: list[str] = []  # every gap the rubric named (false facts included)
+
+
 class DoneDecided(Record, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "done.decided"
 
@@ -655,7 +673,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     ClaimGranted, ClaimRefused, ClaimReleased, ClaimExpired, ReleaseUncommitted, IntentDecided, WriteUnannounced, MergeHeld, MergeFreed,
     LandQueued, LandPreflight, LandVerifying, LandRequeued, LandLanded, LandRefused,
     JobStarted, ProbeResult, VerifyResult, DeploySeen, JobFinished, VerifyFinished, VerifyRefused,
-    TurnStarted, StopDecided, DoneDecided,
+    TurnStarted, StopDecided, HandoffChecked, DoneDecided,
     RuleDecided, RuleResponse, RuleResolved, Notice, PeerCutOff,
     TaskQueued, TaskTaken, TaskDone, MessageSent, InboxDelivered,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,

@@ -17,7 +17,7 @@ cannot say (a rule's parameters depend on its response, names must be unique, a 
 
 Tables (all optional; docs/config.md documents each key, type and default):
 
-``[coordinator]``, ``[verify]``, ``[land]``
+``[coordinator]``, ``[verify]``, ``[land]``, ``[ledger]``, ``[handoff]``
     the coordinator's settings: ``probes.settings``.
 ``[checks.NAME]``
     the project's verify suite (``probes.suite``), one table per check, run in file order.  With no
@@ -62,6 +62,7 @@ from probes.settings import (
     MODES,
     VERIFY_POLICIES,
     CoordinatorConfig,
+    HandoffConfig,
     LandConfig,
     LedgerConfig,
     VerifyConfig,
@@ -226,6 +227,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     verify: VerifyConfig = VerifyConfig()
     land: LandConfig = LandConfig()
     ledger: LedgerConfig = LedgerConfig()
+    handoff: HandoffConfig = HandoffConfig()
     checks: tuple[Check, ...] = ()
     suite_detected: bool = False  # checks came from detect_suite, not from the file
     probes: tuple[Probe, ...] = ()
@@ -394,6 +396,7 @@ def _config_file() -> type:
             ("verify", VerifyConfig, VerifyConfig()),
             ("land", LandConfig, LandConfig()),
             ("ledger", LedgerConfig, LedgerConfig()),
+            ("handoff", HandoffConfig, HandoffConfig()),
             # None: no `checks` key, so the suite is detected; {} turns detection off.
             ("checks", Union[dict[str, CheckTable], None], None),
             ("probe", list[probe_tables()], []),
@@ -472,8 +475,12 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
                 f"{source}: [[trigger]] #{index} key 'probe': {trigger.probe!r} names no [[probe]]; "
                 f"known: {', '.join(sorted(seen)) or 'none'}"
             )
+    note = file.handoff.path
+    if note.startswith(("/", "~")) or ".." in note.replace("\\", "/").split("/"):
+        raise ConfigError(f"{source}: [handoff] key 'path': {note!r} must be a path inside the worktree (relative, no '..')")
     return Config(
         source=source,
+        handoff=file.handoff,
         notify=file.notify,
         triggers=tuple(file.trigger),
         http=file.http,

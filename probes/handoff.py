@@ -16,7 +16,8 @@ criterion                              points  met when
 section present (x9)                   3 each  a heading names the section (synonyms below)
 section substantive (x9)               5 each  its body has >= 8 words AND a concrete
                                                reference: a path, a `code span`, a fenced
-                                               or ``$ `` command, or a number
+                                               or ``$ `` command, or a number with a
+                                               referent; not filler
 referenced files exist                 18      scaled: 18 x existing / referenced (rounded
                                                down); 0 when nothing is referenced
 concrete next step                     10      the next-step section has an action verb
@@ -39,6 +40,15 @@ token with ``/`` counts only if it ends in ``/`` or in a known extension (so "an
 prose); inside backticks any token with ``/`` counts.  Absolute paths outside the
 repository and home paths (``~``) are not checked.  A reference exists when the file or
 folder exists under ``repo_root``.
+
+Filler earns nothing and facts must hold (``probes.handoff_facts``): a section of lorem
+ipsum, of a line pasted into many sections, or of a few words repeated, gets no
+"substantive" points and its paths do not count; a number counts as concrete only with a
+referent.  Given ``evidence`` (what Lockstep and git know of the agent), each claim the
+document makes is a fact that holds or not (files changed, commits and paths cited,
+tests said to pass, next-step paths); a false one costs the points of the criterion it
+supports (the references share, the section's "substantive" points, the next step) and
+fails the document whatever its score.
 """
 
 from __future__ import annotations
@@ -48,12 +58,16 @@ from pathlib import Path, PurePosixPath
 
 import msgspec
 
+from probes import handoff_facts as facts
+from probes.handoff_facts import Evidence, Fact
+
 DEFAULT_THRESHOLD = 85
 MIN_WORDS = 8
 POINTS_PRESENT = 3
 POINTS_SUBSTANTIVE = 5
 POINTS_FILES = 18
 POINTS_NEXT_STEP = 10
+TEST_SECTIONS = ("work_completed", "current_work")  # where "tests pass" claims are read
 
 
 class Section(msgspec.Struct, frozen=True):
@@ -148,6 +162,9 @@ class HandoffScore(msgspec.Struct, frozen=True, kw_only=True):
     breakdown: list[CriterionScore]
     missing: list[str]  # human-readable gaps, one per lost criterion
     missing_files: list[str]  # referenced paths that do not exist under repo_root
+    facts: list[Fact] = []  # each claim checked against Lockstep and git (with evidence)
+    facts_checked: bool = False  # evidence was given: the claims were checked
+    filler: list[str] = []  # sections that earn nothing: lorem ipsum, repetition
 
 
 class _Heading(msgspec.Struct, frozen=True):
@@ -159,10 +176,25 @@ class _Heading(msgspec.Struct, frozen=True):
 
 
 def score_handoff(
-    text: str, repo_root: str | Path, threshold: int = DEFAULT_THRESHOLD
+    text: str, repo_root: str | Path, threshold: int = DEFAULT_THRESHOLD, evidence: Evidence | None = None
 ) -> HandoffScore:
-    """Score ``text`` by the rubric in this module's docstring."""
-    bodies = _section_bodies(text)
+    """Score ``text`` by the rubric in this module's docstring.  With ``evidence`` (what
+    Lockstep and git know about the agent: ``probes.handoff_facts``), the document's
+    claims are checked too: a false one costs the points of the criterion it supports,
+    and any false one fails the handoff."""
+    spans = _section_lines(text)
+    lines = text.splitlines()
+    bodies = {key: span.text for key, span in spans.items()}
+    repeated = facts.repeated_lines(bodies.values())
+    filler = {key: why for key, body in bodies.items() if (why := facts.filler_reason(body, repeated)) is not None}
+    kept = {key: facts.strip_repeated(body, repeated) for key, body in bodies.items() if key not in filler}
+    dropped = {index for key in filler for index in spans[key].lines}
+    kept_text = facts.strip_repeated("\n".join(x for i, x in enumerate(lines) if i not in dropped), repeated)
+    root = Path(repo_root)
+    references = file_references(kept_text, repo_root)
+    missing_files = [ref for ref in references if not _exists(root, ref)]
+    checked = _check_facts(kept, kept_text, references, missing_files, root, evidence) if evidence is not None else []
+    false_in = {f.section for f in checked if not f.holds}
     breakdown: list[CriterionScore] = []
     missing: list[str] = []
 
@@ -179,18 +211,25 @@ def score_handoff(
             breakdown.append(CriterionScore(criterion, POINTS_PRESENT, POINTS_PRESENT, "found"))
 
     for section in SECTIONS:
-        body = bodies.get(section.key)
         criterion = f"section substantive: {section.title}"
-        if body is None:
+        if section.key not in bodies:
             breakdown.append(CriterionScore(criterion, 0, POINTS_SUBSTANTIVE, "section missing"))
             continue
+        if section.key in filler:
+            note = f"filler earns nothing: {filler[section.key]}"
+            breakdown.append(CriterionScore(criterion, 0, POINTS_SUBSTANTIVE, note))
+            missing.append(f"section '{section.title}' is filler: {filler[section.key]}")
+            continue
+        body = kept[section.key]
         words = len(_WORD.findall(_strip_markup(body)))
         concrete = _has_concrete_reference(body)
         problems = []
         if words < MIN_WORDS:
             problems.append(f"only {words} words (needs {MIN_WORDS})")
         if not concrete:
-            problems.append("no concrete reference (a path, `code`, a command or a number)")
+            problems.append("no concrete reference (a path, `code`, a command or a number that counts something)")
+        if section.title in false_in and section.key in TEST_SECTIONS:
+            problems.append("a test it says passes did not pass in the agent's last verify run")
         if problems:
             note = "; ".join(problems)
             breakdown.append(CriterionScore(criterion, 0, POINTS_SUBSTANTIVE, note))
@@ -201,36 +240,80 @@ def score_handoff(
                                f"{words} words with a concrete reference")
             )
 
-    references = file_references(text, repo_root)
-    root = Path(repo_root)
-    missing_files = [ref for ref in references if not _exists(root, ref)]
+    breakdown.append(_score_references(references, missing_files, checked, evidence is not None, missing))
+    next_step = kept.get("next_step") if "next_step" in bodies else None
+    if "next_step" in filler:
+        next_step = ""
+    breakdown.append(_score_next_step(next_step, missing, "next step" in false_in))
+
+    named = set(missing_files)
+    missing.extend(f.sentence() for f in checked if not f.holds and not (f.kind == "path" and f.claim in named))
+    score = sum(item.points for item in breakdown)
+    return HandoffScore(
+        score=score,
+        threshold=threshold,
+        passed=score >= threshold and all(f.holds for f in checked),
+        breakdown=breakdown,
+        missing=missing,
+        missing_files=missing_files,
+        facts=checked,
+        facts_checked=evidence is not None,
+        filler=[s.title for s in SECTIONS if s.key in filler],
+    )
+
+
+def _check_facts(
+    kept: dict[str, str], kept_text: str, references: list[str], missing_files: list[str], root: Path, evidence: Evidence
+) -> list[facts.Fact]:
+    """Every claim of the document Lockstep can check, in document order per kind."""
+    checked: list[facts.Fact] = []
+    absent = set(missing_files)
+    files = kept.get("files", "")
+    only_read = set(file_references(facts.not_changed_lines(files), root))
+    changed_claims = [path for path in file_references(files, root) if path not in only_read]
+    checked += [facts.check_changed(path, "files and code changes", evidence) for path in changed_claims]
+    checked += [facts.check_commit(commit, evidence) for commit in facts.cited_commits(kept_text)]
+    checked += [facts.check_path(path, path not in absent, evidence) for path in references]
+    for key in TEST_SECTIONS:
+        body = kept.get(key, "")
+        title = next(s.title for s in SECTIONS if s.key == key)
+        for test in facts.passing_claims(body, file_references(body, root)):
+            checked.append(facts.check_test(test, title, evidence, exists=test not in absent))
+    for path in file_references(kept.get("next_step", ""), root):
+        checked.append(facts.check_next_path(path, path not in absent, evidence))
+    return checked
+
+
+def _score_references(
+    references: list[str], missing_files: list[str], checked: list[facts.Fact], with_facts: bool, missing: list[str]
+) -> CriterionScore:
     criterion = "referenced files exist"
     if not references:
-        breakdown.append(CriterionScore(criterion, 0, POINTS_FILES, "no file references found"))
         missing.append("the document references no files (name the files you changed)")
-    else:
+        return CriterionScore(criterion, 0, POINTS_FILES, "no file references found")
+    if not with_facts:
         existing = len(references) - len(missing_files)
         points = POINTS_FILES * existing // len(references)
         note = f"{existing} of {len(references)} referenced files exist"
         if missing_files:
             note += f"; missing: {', '.join(missing_files)}"
             missing.extend(f"referenced file does not exist: {ref}" for ref in missing_files)
-        breakdown.append(CriterionScore(criterion, points, POINTS_FILES, note))
+        return CriterionScore(criterion, points, POINTS_FILES, note)
+    # With the facts: a reference holds when it exists (or the agent changed or claims
+    # it) and, listed as changed, the agent changed it; a cited commit when it exists.
+    false = {(f.kind, f.claim) for f in checked if not f.holds}
+    commits = [f.claim for f in checked if f.kind == "commit"]
+    bad = [r for r in references if ("path", r) in false or ("changed", r) in false] + [c for c in commits if ("commit", c) in false]
+    total = len(references) + len(commits)
+    points = POINTS_FILES * (total - len(bad)) // total
+    note = f"{total - len(bad)} of {total} cited paths and commits hold"
+    if bad:
+        note += f"; false: {', '.join(bad)}"
+    missing.extend(f"referenced file does not exist: {ref}" for ref in missing_files)
+    return CriterionScore(criterion, points, POINTS_FILES, note)
 
-    breakdown.append(_score_next_step(bodies.get("next_step"), missing))
 
-    score = sum(item.points for item in breakdown)
-    return HandoffScore(
-        score=score,
-        threshold=threshold,
-        passed=score >= threshold,
-        breakdown=breakdown,
-        missing=missing,
-        missing_files=missing_files,
-    )
-
-
-def _score_next_step(body: str | None, missing: list[str]) -> CriterionScore:
+def _score_next_step(body: str | None, missing: list[str], false_path: bool = False) -> CriterionScore:
     criterion = "concrete next step"
     if body is None:
         missing.append("no next step: add a 'Next step' section naming an action and its target")
@@ -241,6 +324,10 @@ def _score_next_step(body: str | None, missing: list[str]) -> CriterionScore:
         _CODE_SPAN.search(body) or "```" in body or _TEST_NAME.search(body)
         or _path_tokens(body)
     )
+    if verbs and has_target and false_path:
+        note = "names a path that neither exists nor is claimed"
+        missing.append(f"next step is not concrete: it {note}")
+        return CriterionScore(criterion, 0, POINTS_NEXT_STEP, note)
     if verbs and has_target:
         return CriterionScore(criterion, POINTS_NEXT_STEP, POINTS_NEXT_STEP,
                               f"action verb {verbs[0]!r} with a concrete target")
@@ -257,11 +344,26 @@ def _score_next_step(body: str | None, missing: list[str]) -> CriterionScore:
 # ---------------------------------------------------------------- markdown structure
 
 
-def _section_bodies(text: str) -> dict[str, str]:
-    """Rubric section key -> its body text (repeated headings of a section concatenate)."""
+class _Span(msgspec.Struct):
+    """A section's body: (line number, text) of each of its lines; a bold label's own
+    line contributes the text after the label."""
+
+    parts: list[tuple[int, str]]
+
+    @property
+    def lines(self) -> list[int]:
+        return [index for index, _ in self.parts]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(text for _, text in self.parts)
+
+
+def _section_lines(text: str) -> dict[str, _Span]:
+    """Rubric section key -> its body (repeated headings of a section concatenate)."""
     lines = text.splitlines()
     headings = _headings(lines)
-    bodies: dict[str, list[str]] = {}
+    spans: dict[str, _Span] = {}
     for position, heading in enumerate(headings):
         if heading.section is None:
             continue
@@ -270,10 +372,11 @@ def _section_bodies(text: str) -> dict[str, str]:
             if later.section is not None or later.level <= heading.level:
                 end = later.line
                 break
-        chunk = [heading.inline] if heading.inline else []
-        chunk.extend(lines[heading.body_start:end])
-        bodies.setdefault(heading.section, []).extend(chunk)
-    return {key: "\n".join(chunk) for key, chunk in bodies.items()}
+        span = spans.setdefault(heading.section, _Span([]))
+        if heading.inline:
+            span.parts.append((heading.line, heading.inline))
+        span.parts.extend((index, lines[index]) for index in range(heading.body_start, end))
+    return spans
 
 
 def _headings(lines: list[str]) -> list[_Heading]:
@@ -339,7 +442,7 @@ def _has_concrete_reference(body: str) -> bool:
         return True
     if re.search(r"^\s*\$ \S", body, re.MULTILINE):
         return True
-    if re.search(r"\d", _URL.sub(" ", body)):
+    if facts.has_number_with_referent(_URL.sub(" ", body)):
         return True
     return bool(_path_tokens(body))
 

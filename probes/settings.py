@@ -1,5 +1,5 @@
 """The coordinator's settings: one schema for the ``serve`` flags, ``[coordinator]``,
-``[verify]``, ``[land]`` and ``[ledger]`` in ``lockstep.toml``, the defaults and the documentation table.
+``[verify]``, ``[land]``, ``[ledger]`` and ``[handoff]`` in ``lockstep.toml``, the defaults and the documentation table.
 
 Each setting is one annotated field below: its type and range (checked when the file or
 the flags are decoded), its default, its meaning, and the ``serve`` flag that sets it,
@@ -129,6 +129,24 @@ class LandConfig(Table):
     )] = 1
 
 
+class HandoffConfig(Table):
+    """``[handoff]``: a passing handoff note as a precondition of ``lockstep done``."""
+
+    required: Annotated[bool, setting(
+        "`lockstep done` passes only after the agent's handoff note (`path`) passed `lockstep check handoff` "
+        "since its last write: score at least `threshold` and every fact it states true (see docs/handoff.md)",
+    )] = False
+    path: Annotated[str, Meta(min_length=1), setting(
+        "the handoff note, relative to the agent's worktree",
+    )] = "HANDOFF.md"
+    threshold: Annotated[int, Meta(ge=0, le=100), setting(
+        "the lowest rubric score (0-100) that passes, whatever threshold the check was run with",
+    )] = 85
+    agents: Annotated[list[str], setting(
+        "the agents the requirement applies to (empty: every agent)",
+    )] = []
+
+
 class LedgerConfig(Table):
     """``[ledger]``: the retention policy, applied by the coordinator while it serves."""
 
@@ -148,12 +166,13 @@ VERIFY_SETTING_NAMES = {
 }
 LAND_SETTING_NAMES = {"required": "land_required", "batch": "land_batch"}
 LEDGER_SETTING_NAMES = {"keep": "ledger_keep", "max_size": "ledger_max_size"}
+HANDOFF_SETTING_NAMES = {"required": "handoff_required", "path": "handoff_path", "threshold": "handoff_threshold", "agents": "handoff_agents"}
 
 
 class SettingInfo(msgspec.Struct, frozen=True):
     """One setting as the flags and the docs see it."""
 
-    table: str  # "coordinator", "verify", "land" or "ledger"
+    table: str  # "coordinator", "verify", "land", "ledger" or "handoff"
     key: str  # its key in that table
     name: str  # its name in the coordinator's Settings
     type: Any  # the annotation (for msgspec)
@@ -179,6 +198,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return '""'
         if isinstance(self.default, dict):
             return "{}" if not self.default else str(self.default)
+        if isinstance(self.default, list):
+            return "[]" if not self.default else str(self.default)
         return str(self.default)
 
     @property
@@ -198,16 +219,19 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "string"
         if isinstance(self.default, dict):
             return "table of strings"
+        if isinstance(self.default, list):
+            return "list of strings"
         return "integer" + (f" ≥ {self.minimum}" if self.minimum is not None else "")
 
 
 def settings() -> tuple[SettingInfo, ...]:
-    """Every setting of ``[coordinator]``, ``[verify]``, ``[land]`` then ``[ledger]``, in declaration order."""
+    """Every setting of ``[coordinator]``, ``[verify]``, ``[land]``, ``[ledger]`` then ``[handoff]``, in declaration order."""
     import msgspec.inspect  # the type walk is only for flags and docs, not for decoding
 
     found: list[SettingInfo] = []
     tables = (("coordinator", CoordinatorConfig, {}), ("verify", VerifyConfig, VERIFY_SETTING_NAMES),
-              ("land", LandConfig, LAND_SETTING_NAMES), ("ledger", LedgerConfig, LEDGER_SETTING_NAMES))
+              ("land", LandConfig, LAND_SETTING_NAMES), ("ledger", LedgerConfig, LEDGER_SETTING_NAMES),
+              ("handoff", HandoffConfig, HANDOFF_SETTING_NAMES))
     for table, struct, rename in tables:
         annotations = {f.name: f.type for f in msgspec.structs.fields(struct)}
         for field in msgspec.inspect.type_info(struct).fields:
@@ -248,7 +272,7 @@ def settings_table() -> str:
 
 
 def config_table(table: str) -> str:
-    """The Markdown table of ``[coordinator]``, ``[verify]``, ``[land]`` or ``[ledger]`` in docs/config.md."""
+    """The Markdown table of ``[coordinator]``, ``[verify]``, ``[land]``, ``[ledger]`` or ``[handoff]`` in docs/config.md."""
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for s in settings():
         if s.table == table:

@@ -303,12 +303,15 @@ def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_js
 @click.option("--threshold", type=int, default=85, show_default=True, help="Minimum score (0-100) to pass.")
 @_common
 def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
-    """Score a handoff document with the deterministic rubric (docs/handoff.md);
-    below the threshold it fails and lists the gaps.
+    """Score a handoff document with the deterministic rubric (docs/handoff.md) and
+    check what it says against what Lockstep and git know of the agent (--agent): the
+    files it lists as changed, the commits and paths it cites, the tests it says pass
+    (in the agent's last verify run), the paths of its next step. Below the threshold,
+    or with a false fact, it fails and names each gap and false fact.
 
     \b
     Examples:
-      lockstep check handoff HANDOFF.md
+      lockstep check handoff HANDOFF.md --agent bob
       lockstep check handoff notes/handoff.md --threshold 70 --json
     """
     _check("handoff", {"path": file, "threshold": threshold}, name, timeout, agent, endpoint, as_json)
@@ -451,7 +454,8 @@ def _print_full(job: str, as_json: bool) -> None:
 def done(agent, endpoint, as_json):
     """Declare the agent's goal finished: passes (exit 0) only if a verify run that
     started after its last write intent passed on the worktree's content as it is now
-    (an edit nobody announced blocks too); otherwise blocked (exit 1), with why.
+    (an edit nobody announced blocks too), and, under [handoff] required, its handoff
+    note passed `lockstep check handoff` since; otherwise blocked (exit 1), with why.
 
     \b
     Examples:

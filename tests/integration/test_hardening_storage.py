@@ -69,39 +69,44 @@ def test_a_ledger_that_cannot_grow_fails_closed_and_recovers_by_itself(repo, coo
     )
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="mounting a tmpfs needs root")
-def test_a_full_disk_fails_closed_and_recovers_when_space_returns(tmp_path, coordinator_in, agents):
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MB filesystem (tmpfs), unmounted after the test."""
+    if os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
     small = tmp_path / "small"
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    yield small
+    subprocess.run(["umount", "-l", str(small)], check=False)  # lazy: the other fixtures end the processes after
+
+
+def test_a_full_disk_fails_closed_and_recovers_when_space_returns(small_disk, coordinator_in, agents):
+    repo = make_repo(small_disk / "repo")
+    c = coordinator_in(repo, *STEADY)
+    alice = agents("alice", repo.root)
+    filler = small_disk / "filler"
+
+    def fill() -> None:
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        # the WAL may still have room in frames it already holds: use it up
+        for i in range(2000):
+            if cli("claim", f"fill/{i}.py", "--agent", "filler", cwd=repo.root).rc != 0:
+                return
+        raise AssertionError("the ledger never hit the full disk")
+
+    _fails_closed_and_recovers(repo, c, alice, break_writes=fill, mend_writes=filler.unlink)
+    conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
     try:
-        repo = make_repo(small / "repo")
-        c = coordinator_in(repo, *STEADY)
-        alice = agents("alice", repo.root)
-        filler = small / "filler"
-
-        def fill() -> None:
-            with open(filler, "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
-                except OSError:
-                    pass
-            # the WAL may still have room in frames it already holds: use it up
-            for i in range(2000):
-                if cli("claim", f"fill/{i}.py", "--agent", "filler", cwd=repo.root).rc != 0:
-                    return
-            raise AssertionError("the ledger never hit the full disk")
-
-        _fails_closed_and_recovers(repo, c, alice, break_writes=fill, mend_writes=filler.unlink)
-        conn = sqlite3.connect(f"file:{repo.state_dir / 'ledger.db'}?mode=ro", uri=True)
-        try:
-            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        finally:
-            conn.close()
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)  # lazy: the fixtures end the processes after
+        conn.close()
 
 
 # ------------------------------------------------------------------ serve on a full disk
@@ -140,32 +145,25 @@ def test_serve_where_the_ledger_cannot_be_written_exits_2_in_one_line_and_starts
     assert granted.rc == 0 and granted.json["token"] > token
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="mounting a tmpfs needs root")
-def test_serve_on_a_full_disk_exits_2_in_one_line_and_starts_once_space_is_freed(tmp_path, coordinator_in):
-    small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
-    try:
-        repo = make_repo(small / "repo")
-        c = coordinator_in(repo, *STEADY)
-        token = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json["token"]
-        c.stop()
-        filler = small / "filler"
-        with open(filler, "wb", buffering=0) as f:  # to the last byte
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
-        result = cli("serve", *STEADY, cwd=repo.root, timeout=30)
-        assert result.rc == 2, result
-        assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1, result.err
-        assert "No space left" in result.err or "disk full" in result.err or "full" in result.err, result.err
-        filler.unlink()  # freeing space is enough: no bigger filesystem, no manual repair
-        c = coordinator_in(repo, *STEADY)
-        assert [(x["pattern"], x["token"]) for x in status(repo)["claims"]] == [("src/app.py", token)]
-        granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
-        assert granted.rc == 0 and granted.json["token"] > token
-        c.stop()
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
+def test_serve_on_a_full_disk_exits_2_in_one_line_and_starts_once_space_is_freed(small_disk, coordinator_in):
+    repo = make_repo(small_disk / "repo")
+    c = coordinator_in(repo, *STEADY)
+    token = cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=repo.root).json["token"]
+    c.stop()
+    filler = small_disk / "filler"
+    with open(filler, "wb", buffering=0) as f:  # to the last byte
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    result = cli("serve", *STEADY, cwd=repo.root, timeout=30)
+    assert result.rc == 2, result
+    assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1, result.err
+    assert "No space left" in result.err or "disk full" in result.err or "full" in result.err, result.err
+    filler.unlink()  # freeing space is enough: no bigger filesystem, no manual repair
+    c = coordinator_in(repo, *STEADY)
+    assert [(x["pattern"], x["token"]) for x in status(repo)["claims"]] == [("src/app.py", token)]
+    granted = cli("claim", "src/new.py", "--agent", "bob", "--json", cwd=repo.root)
+    assert granted.rc == 0 and granted.json["token"] > token
+    c.stop()

@@ -117,6 +117,9 @@ def test_round_trip_ids_data_kinds_tail(led):
     assert [e.id for e in led.events(kinds=["claim.granted", "coordinator.started"])] == [1, 3]
     assert [e.id for e in led.events(after=1, kinds={"claim.granted"})] == [3]
     assert list(led.events(kinds=[])) == []
+    assert [e.id for e in led.events(agent="a1")] == [2, 3]
+    assert [e.id for e in led.events(kinds=["claim.granted"], agent="a1")] == [3]
+    assert list(led.events(agent="nobody")) == []
     assert [e.id for e in led.tail(2)] == [2, 3]
     assert led.tail(100) == events and led.tail(0) == []
 

@@ -106,6 +106,7 @@ SAMPLES: list[rec.Record] = [
     rec.TurnStarted(agent="a", session="3.1"),
     rec.StopDecided(agent="a", session="3.1", verdict="allow", reason="turn ends failing", tree="ab12", job="3.2", failed=["tests"]),
     rec.DoneDecided(agent="a", session="3.1", verdict="block", reason="no verify run"),
+    rec.HandoffChecked(agent="a", session="3.1", job="4.2", target="/w/HANDOFF.md", score=40, threshold=85, passed=False, false_facts=["commit abc1234 is cited, but no such commit"], missing=["x"]),
     rec.RuleDecided(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"]),
     rec.RuleResponse(agent="a", job="3.2", action="retry", params={"max": 3, "attempt": 1}, reason="default rule 4", finding="write lost", probes=["w"], outcome="asked a to retry"),
     rec.Notice(agent=None, message="endpoint failing", operator=True),

@@ -453,8 +453,8 @@ def test_probe_tables_are_derived_from_the_params_structs():
     from probes import builtin
     from probes.config import probe_table
 
-    runtime_only = {"build": {"previous_hash"}, "processes": {"exclude_pids"}, "handoff": {"repo_root"}, "command": {"log", "whole_env"},
-                    "http": {"reach"}, "consistency": {"reach"}, "bundle": {"deploys", "now"}}
+    runtime_only = {"build": {"previous_hash"}, "processes": {"exclude_pids"}, "handoff": {"repo_root", "agent", "base", "known"},
+                    "command": {"log", "whole_env"}, "http": {"reach"}, "consistency": {"reach"}, "bundle": {"deploys", "now"}}
     for kind, params in builtin.PARAMS_TYPES.items():
         table = probe_table(kind)
         keys = set(table.__struct_fields__) - {"name", "every", "timeout", "restart"}

@@ -649,3 +649,41 @@ def test_handoff_scores_through_probes_handoff(tmp_path):
 def test_handoff_note_missing(tmp_path):
     result = run_direct(ProbeSpec(name="handoff", kind="handoff", params={"path": "nope.md"}, cwd=str(tmp_path)))
     assert result.finding == HANDOFF_INCOMPLETE and "no readable handoff note" in result.reason
+
+
+def test_handoff_asks_git_what_the_ledger_does_not_know(tmp_path):
+    """With ``known`` (the coordinator's evidence) the probe completes it from a real git
+    repository: what changed since the base, which commits exist, where tests live."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "README.md").write_text("x\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "init")
+    git("checkout", "-q", "-b", "work")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_alpha():\n    pass\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "a test")
+    head = git("rev-parse", "HEAD")
+    (tmp_path / "notes.txt").write_text("untracked\n")
+    note = (
+        f"# Handoff\n\n## Files\n- `tests/test_a.py`: new.\n- `notes.txt`: new.\n- `README.md`: edited.\n\n"
+        f"## Work completed\ntest_alpha passes in the verify run; commits {head[:12]} and fedcba9876 exist.\n"
+    )
+    (tmp_path / "HANDOFF.md").write_text(note)
+    known = {"written": [], "claimed": [], "verify": {"job": "3", "passed": True, "checks": [
+        {"name": "tests", "verdict": "pass", "target": f"{sys.executable} -m pytest -q tests"}]}}
+    params = {"path": "HANDOFF.md", "threshold": 0, "agent": "bob", "base": "refs/heads/main", "known": known}
+    result = run_direct(ProbeSpec(name="handoff", kind="handoff", params=params, cwd=str(tmp_path)))
+    facts = {(f["kind"], f["claim"]): f["holds"] for f in result.details["facts"]}
+    assert facts[("changed", "tests/test_a.py")] and facts[("changed", "notes.txt")]
+    assert facts[("changed", "README.md")] is False  # on main already, not changed on bob's branch
+    assert facts[("commit", head[:12])] and facts[("commit", "fedcba9876")] is False
+    assert facts[("test", "test_alpha")]  # tests/test_a.py defines it; the check runs tests/
+    assert result.finding == HANDOFF_INCOMPLETE and "false fact" in result.reason
+    assert result.details["agent"] == "bob" and result.details["facts_checked"]

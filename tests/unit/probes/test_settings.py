@@ -10,6 +10,7 @@ import pytest
 
 from probes.settings import (
     CoordinatorConfig,
+    HandoffConfig,
     LandConfig,
     LedgerConfig,
     VerifyConfig,
@@ -28,7 +29,7 @@ def test_the_readme_table_is_the_schema():
     assert settings_table() in section, "regenerate the README table: probes.settings.settings_table()"
 
 
-@pytest.mark.parametrize("table", ["coordinator", "verify", "land", "ledger"])
+@pytest.mark.parametrize("table", ["coordinator", "verify", "land", "ledger", "handoff"])
 def test_the_config_docs_tables_are_the_schema(table):
     docs = (ROOT / "docs" / "config.md").read_text()
     section = docs.split(f"## `[{table}]`", 1)[1].split("\n## ", 1)[0]
@@ -39,13 +40,16 @@ def test_every_setting_is_documented_and_defaults_come_from_the_structs():
     found = {(s.table, s.key): s for s in settings()}
     assert set(found) == {("coordinator", k) for k in CoordinatorConfig.__struct_fields__} | {
         ("verify", k) for k in VerifyConfig.__struct_fields__
-    } | {("land", k) for k in LandConfig.__struct_fields__} | {("ledger", k) for k in LedgerConfig.__struct_fields__}
+    } | {("land", k) for k in LandConfig.__struct_fields__} | {("ledger", k) for k in LedgerConfig.__struct_fields__} | {
+        ("handoff", k) for k in HandoffConfig.__struct_fields__
+    }
     assert all(s.meaning for s in found.values())
     assert found["coordinator", "heartbeat"].default == CoordinatorConfig().heartbeat
     assert found["verify", "policy"].default == VerifyConfig().policy
     assert found["land", "required"].default is LandConfig().required is False
     assert found["land", "required"].name == "land_required"
     assert found["ledger", "keep"].default_text == "30d" and found["ledger", "max_size"].default_text == "1GB"
+    assert found["handoff", "required"].name == "handoff_required" and found["handoff", "agents"].default_text == "[]"
 
 
 def test_serve_flags_are_generated_from_the_schema():
