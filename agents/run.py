@@ -85,7 +85,7 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
                     await agent.watch(process.pid)
                     returncode = await process.wait()
                     nursery.cancel_scope.cancel()
-            notices.quiet = True  # the session ended with CMD: renewing it to report CMD is no news
+            notices.quiet = True  # the session ended with CMD: a renewal by the last reports of writes is no news
             if worker is not None:  # its triggered probes run on that worker: once it is ready
                 await _worker_ready(worker)
             await _report_command(agent, argv, wait=worker is not None)
@@ -108,7 +108,9 @@ async def _report_command(agent, argv: list[str], *, wait: bool) -> None:
     probes.  ``wait``: follow the job to its end (its probes run on our own worker).
     A failure here is said on stderr and changes nothing else."""
     try:
-        reply = await agent.call(lambda s: m.Ran(session=s, command=command_line(argv)[:4000], cwd=os.getcwd()))
+        # The session as it was: a session that ended with CMD still names the agent,
+        # and renewing it would show the agent alive again after its command is gone.
+        reply = await agent.conn.request(m.Ran(session=agent.session, command=command_line(argv)[:4000], cwd=os.getcwd()))
         if wait and isinstance(reply, m.Accepted):
             while (await agent.conn.request(m.JobQuery(job=reply.job))).gate is None:
                 await trio.sleep(TRIGGER_POLL)

@@ -108,8 +108,12 @@ class Gates:
 
     def on_ran(self, peer, msg: m.Ran, now: float) -> None:
         """An agent's shell command: the probes of the triggers it matches run as a job
-        (kind ``trigger``); none matching is an ``ok`` and no record."""
-        agent = self._session(msg.session, now)
+        (kind ``trigger``); none matching is an ``ok`` and no record.  A session that
+        ended counts too: ``run`` reports its command once it exited, and the agent's
+        session may have ended with it (its pid watched)."""
+        agent = self.registry.sessions.get(msg.session)
+        if agent is None or agent.live:
+            agent = self._session(msg.session, now)  # unknown: the usual error; live: seen now
         line = " ".join(msg.command.split())
         probes = list(dict.fromkeys(probe for pattern, probe in self.triggers if fnmatch.fnmatchcase(line, pattern)))
         if not probes:
