@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from .conftest import LOCKSTEP, cli, env_for
+from .conftest import LOCKSTEP, cli, end_process, env_for, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
@@ -40,8 +40,17 @@ def test_claim_wait_records_one_refusal_for_the_whole_wait(repo, coordinator):
     assert waited.rc == 1 and waited.json["granted"] is False
     assert _refusals(repo, "bob") == 1  # it retried several times (every 0.2 s), one event
     # and a wait that ends granted: the first refusal, then the grant
-    assert cli("claim", "--agent", "carol", "--ttl", "1", "docs/x.md", cwd=repo.root).rc == 0
-    assert cli("claim", "--agent", "dave", "--wait", "20", "docs/x.md", cwd=repo.other).rc == 0
+    assert cli("claim", "--agent", "carol", "docs/x.md", cwd=repo.root).rc == 0
+    dave = subprocess.Popen(
+        [*LOCKSTEP, "claim", "--agent", "dave", "--wait", "60", "docs/x.md"], cwd=repo.other, env=env_for(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: _refusals(repo, "dave") == 1, timeout=30, what="dave's first refusal")
+        assert cli("release", "--agent", "carol", "docs/x.md", cwd=repo.root).rc == 0
+        assert dave.wait(30) == 0
+    finally:
+        end_process(dave)
     assert _refusals(repo, "dave") == 1
 
 

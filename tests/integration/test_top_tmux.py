@@ -79,8 +79,10 @@ def test_top_in_a_terminal_moves_ages_filters_and_quits_on_q(repo, coordinator, 
     try:
         wait_until(lambda: cli("top", "--once", "--json", cwd=repo.root).json["jobs"], what="the check to be running")
         pane = tmux_top(repo.root)
-        first = wait_until(lambda: _age_of(pane.screen(), "alice") is not None and pane.screen(), what="top's first frame")
-        assert "carol" in first and "check" in first  # the job that was running when top opened
+        # a frame is read while it may still be drawn: wait for one with the agents and the job
+        shown = lambda: (screen := pane.screen()) and _age_of(screen, "alice") is not None and "check" in screen and screen  # noqa: E731
+        first = wait_until(shown, timeout=20, what="top's first frame with alice and carol's job")
+        assert "carol" in first  # the job that was running when top opened, and its agent
         age = _age_of(first, "alice")
         wait_until(lambda: (_age_of(pane.screen(), "alice") or 0) >= age + 1.0, timeout=10, what="alice's age to move")
 

@@ -26,7 +26,7 @@ from probes.output import (
     truncation_marker,
 )
 
-RUN_TIMEOUT = 120
+RUN_TIMEOUT = 300  # a whole pytest run of 300 tests, on a loaded machine
 
 
 def run(argv: list[str], cwd) -> str:
