@@ -34,6 +34,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from protocol import curve
 from protocol import messages as m
 from protocol.codec import decode_publication
 from protocol.trio_zmq import TrioSocket
@@ -443,6 +444,18 @@ def _detail(view: View, name: str, now: float, width: int) -> Panel:
 # --------------------------------------------------------------------- live loop
 
 
+def publication_endpoint(request_endpoint: str, snapshot: m.StatusReply) -> str:
+    """Where this viewer subscribes.  On the coordinator's host: its first publication
+    endpoint (ipc).  From a joined clone on another host (the request went over CURVE
+    with the clone's key): the CURVE publication endpoint, with the same key — the ipc
+    one exists only on the coordinator's host."""
+    if curve.has_keys(request_endpoint):
+        for endpoint in snapshot.pub:
+            if curve.has_keys(endpoint):
+                return endpoint
+    return snapshot.pub[0]
+
+
 async def follow(conn, pub_endpoint: str, view: View, on_change: Callable[[], None], *, until=None) -> None:
     """Subscribe, snapshot, then apply sequenced updates; call ``on_change`` after each."""
     ctx = zmq.Context.instance()
@@ -450,6 +463,7 @@ async def follow(conn, pub_endpoint: str, view: View, on_change: Callable[[], No
     raw.setsockopt(zmq.LINGER, 0)
     raw.setsockopt(zmq.SUBSCRIBE, b"")
     raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
+    curve.secure(raw, pub_endpoint)  # a joined clone's key, as for its requests
     raw.connect(pub_endpoint)
     sub = TrioSocket(raw)
     try:
@@ -519,4 +533,4 @@ async def run_live(conn, view: View, console) -> None:
                     redraw()
 
             nursery.start_soon(read_keys, on_key)
-            await follow(conn, view.snapshot.pub[0], view, redraw)
+            await follow(conn, publication_endpoint(conn.endpoint, view.snapshot), view, redraw)

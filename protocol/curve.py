@@ -123,6 +123,11 @@ def remember_remote(remote: dict) -> None:
         _credentials[endpoint] = keys
 
 
+def has_keys(endpoint: str) -> bool:
+    """Whether discovery found CURVE keys for ``endpoint`` (a joined clone's)."""
+    return endpoint in _credentials
+
+
 def secure(sock, endpoint: str) -> bool:
     """Put the CURVE keys known for ``endpoint`` on a client socket (before connect);
     True if there were any."""

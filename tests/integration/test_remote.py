@@ -542,3 +542,63 @@ def test_a_revoked_keys_open_subscription_is_cut_at_once_and_others_keep_theirs(
     wait_until(lambda: net.status(origin.root)["statistics"]["remote"]["refused_revoked_key"] >= 1, timeout=20,
                what="bob's reconnection to be refused")
     assert not [m for m in bob.seen if m.startswith("after-")], bob.seen
+
+
+FOLLOWER = r"""
+import json, sys, trio
+from agents.client import open_connection, resolve_endpoint
+from agents.top import View, follow, publication_endpoint
+from protocol import discovery
+from protocol import messages as m
+
+async def main():
+    view = View()
+    async with open_connection(resolve_endpoint(discovery.locate())) as conn:
+        view.take(await conn.request(m.Status()))
+        pub = publication_endpoint(conn.endpoint, view.snapshot)
+        print(json.dumps({"pub": pub}), flush=True)
+        seen = lambda v: any(p.kind == "intent.decided" and p.agent == "bob" for _, p in v.recent)
+        with trio.fail_after(40):
+            await follow(conn, pub, view, lambda: None, until=seen)
+    print(json.dumps({"gates": [[p.kind, p.agent] for _, p in view.recent]}), flush=True)
+
+trio.run(main)
+"""
+
+
+@needs_netns
+def test_top_from_a_remote_clone_shows_the_coordinators_view_with_its_publications(net: Net, origin):
+    net.serve(origin.root)
+    clone_a, clone_b = net.clone(origin.root, "host-a"), net.clone(origin.root, "host-b")
+    net.join(origin.root, "a", clone_a, "alice")
+    net.join(origin.root, "b", clone_b, "bob")
+    assert net.run("a", "claim", "src/app.py", "--agent", "alice", "--json", cwd=clone_a).rc == 0
+    assert net.run("b", "claim", "src/other.py", "--agent", "bob", "--json", cwd=clone_b).rc == 0
+
+    # The snapshot: both hosts' agents and claims, as the coordinator sees them.
+    top = net.run("a", "top", "--once", "--json", cwd=clone_a)
+    assert top.rc == 0, top
+    assert {a["name"] for a in top.json["agents"]} == {"alice", "bob"}
+    assert {(c["holder"], c["pattern"]) for c in top.json["claims"]} == {("alice", "src/app.py"), ("bob", "src/other.py")}
+    assert top.json["storage"]["writable"]
+    shown = net.run("a", "top", "--once", cwd=clone_a)
+    assert shown.rc == 0 and "alice" in shown.out and "bob" in shown.out, shown
+
+    # The live view's publications: over CURVE with alice's key, on the coordinator's
+    # remote publication endpoint (not its ipc one, which only its own host has).
+    follower = subprocess.Popen(
+        [*net.hosts.prefix("a"), sys.executable, "-c", FOLLOWER], cwd=clone_a, env=env_for(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    net.procs.append(follower)
+    first = json.loads(follower.stdout.readline() or "{}")
+    assert first.get("pub", "").startswith(f"tcp://{net.hosts.address['coord']}:"), (first, follower.stderr.read() if follower.poll() is not None else "")
+
+    def bob_is_seen() -> bool:  # a gate decision on host b, published, received on host a
+        net.run("b", "intent", "src/other.py", "--agent", "bob", "--json", cwd=clone_b)
+        return follower.poll() is not None
+
+    wait_until(bob_is_seen, timeout=40, interval=0.5, what="host a's view to receive bob's gate decision")
+    out, err = follower.communicate(timeout=10)
+    assert follower.returncode == 0, err
+    assert ["intent.decided", "bob"] in json.loads(out)["gates"], out
