@@ -13,7 +13,9 @@ worker of that arrangement (zguide ch. 4, ``mdwrkapi.py``):
 * each ``work`` runs in a local probe pool, in this clone only: ``suite`` runs the specs
   it is given, ``verify`` builds this worktree's verify suite here and runs it
   (``probes.verifyrun``, the same steps as the coordinator's own verify); every result
-  goes back as it finishes (``work_progress``), then ``work_done``;
+  goes back as it finishes (``work_progress``), then ``work_done``; ``restore`` is a
+  rule's ``rollback``: this worktree back to what its last passing verify run saw
+  (``protocol.restore``), paths other agents hold left alone;
 * it stops on SIGINT/SIGTERM (saying ``worker_bye``), when the coordinator dismisses it
   (its key revoked, another worker of the key replaced it), or when its key is refused.
 
@@ -38,11 +40,11 @@ import trio
 from probes import verifyrun
 from probes.model import ProbeError, ProbeResult, ProbeSpec
 from probes.pool import ProbePool, open_probe_pool
-from protocol import curve
+from protocol import curve, restore
 from protocol import messages as m
 from protocol.discovery import Place, locate
 from protocol.errors import PeerError, UsageError, single_errors
-from protocol.paths import Pattern, overlaps
+from protocol.paths import Pattern, escape, overlaps
 from protocol.procs import is_same_process, process_started
 
 from .client import (
@@ -202,16 +204,11 @@ class Worker:
 
     async def _carry_out(self, work: m.Work) -> m.WorkDone:
         root = self._worktree_of(work.cwd)
+        holder_of = _holders(work.held)
+        if work.kind == "restore":
+            return await self._restore(work, root, holder_of)
         if work.kind == "verify":
             specs, about = await verifyrun.verify_specs(root, work.agent or self.name, work.venv)
-            held = [(Pattern(pattern), holder) for pattern, holder in work.held]
-
-            def holder_of(path: str) -> str | None:
-                try:
-                    target = Pattern(path)
-                except PeerError:
-                    return None  # not a path a claim can name
-                return next((holder for pattern, holder in held if overlaps(pattern, target)), None)
 
             async def progress(result: ProbeResult) -> None:
                 self._send_progress(work.job, result, len(specs), about.get(result.name, {}))
@@ -227,6 +224,20 @@ class Worker:
         results = await self.pool.run_suite(specs, on_result=lambda i, r: self._send_progress(work.job, r, len(specs), {}))
         return m.WorkDone(job=work.job, order=[r.name for r in results])
 
+    async def _restore(self, work: m.Work, root: Path, holder_of: Callable[[str], str | None]) -> m.WorkDone:
+        """A rule's rollback, here: the same two steps as on the coordinator's host."""
+
+        def roll_back() -> restore.Restored:
+            changes = restore.changes_since(root, work.tree)
+            kept = {path: holder for _, path in changes if (holder := holder_of(path)) is not None}
+            return restore.restore(root, work.tree, changes, kept)
+
+        try:
+            done = await trio.to_thread.run_sync(roll_back)
+        except restore.ContentError as exc:
+            return m.WorkDone(job=work.job, error=f"{exc}")
+        return m.WorkDone(job=work.job, restored=msgspec.to_builtins(done))
+
     def _send_progress(self, job: str, result: ProbeResult, total: int, about: dict) -> None:
         self.conn.send_oneway(m.WorkProgress(job=job, result=msgspec.to_builtins(result), about=about, total=total))
 
@@ -237,6 +248,20 @@ class Worker:
         if target != top and top not in target.parents:
             raise UsageError(f"{cwd} is not in {self.name}'s clone {top} on {_hostname()}: this worker runs probes there only")
         return top
+
+
+def _holders(held: list[list[str]]) -> Callable[[str], str | None]:
+    """Who else holds a path, from the (pattern, holder) pairs a work came with."""
+    patterns = [(Pattern(pattern), holder) for pattern, holder in held]
+
+    def holder_of(path: str) -> str | None:
+        try:
+            target = Pattern(escape(path))  # a file name from git: its [ * ? are not globs
+        except PeerError:
+            return None  # not a path a claim can name
+        return next((holder for pattern, holder in patterns if overlaps(pattern, target)), None)
+
+    return holder_of
 
 
 def _hostname() -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -51,11 +52,12 @@ from probes.model import (
 from probes.pool import ProbePool
 from probes.rules import Finding, Response, RuleTable, normalize_finding
 from protocol import messages as m
+from protocol import restore
 from protocol.discovery import locate
 from protocol.errors import PeerError, UsageError
 from protocol.paths import Pattern, escape
 
-from . import notify, policy, restore
+from . import notify, policy
 from .effects import Effect, Send, StartJob
 from .workers import WorkerBroker, WorkerLost, work_for
 
@@ -80,6 +82,7 @@ class JobView:
     about: dict[str, dict[str, Any]] = field(default_factory=dict)  # check -> where and how it ran
     worktree: Path | None = None  # where a verify run's checks run
     tree: str = ""  # a verify run: the content id it ran on ("" unknown, or changed during the run)
+    remote: str | None = None  # the agent on another host whose worker runs this job's probes
     started: float = field(default_factory=time.monotonic)
 
     def reply(self, req: int) -> m.JobReply:
@@ -248,6 +251,7 @@ class JobRunner:
     async def _run(self, view: JobView, request: m.Request) -> None:
         results: list[ProbeResult] = []
         remote = self._remote_jobs.pop(view.job, None) or (view.agent if view.agent and self._is_remote(view.agent) else None)
+        view.remote = remote
         try:
             if view.kind == "plan":
                 gate = await self._run_plan(view, request, remote=remote)
@@ -545,19 +549,26 @@ class JobRunner:
         rollback, exactly what it restored)."""
         params, agent = response.params, response.agent
         message = params.get("message") or f"{response.finding} ({', '.join(response.probes)})"
+        remote = self._remote_agent(view, agent)
         match response.action:
             case "retry":
                 notice = rec.Notice(agent=agent, message=f"retry (attempt {params.get('attempt')} of {params.get('max')}): {message}")
                 await self._apply(lambda now: self._core.note(notice, now))
                 return f"asked {agent or 'the requester'} to retry"
             case "restart":
-                return await self._restart(response)
+                return await self._restart(response, view, remote)
             case "rollback":
                 if not params.get("cmd"):
-                    return await self._roll_back(response, view)
-                spec = ProbeSpec(name=response.action, kind="command", params={"shell": params["cmd"]}, cwd=str(self._repo_root), timeout=600)
-                result = await self._pool.run(spec)
-                return f"ran {params['cmd']!r}: exit {result.exit_code}"
+                    return await self._roll_back(response, view, remote)
+                ran = await self._run_commands([params["cmd"]], "rollback", view, remote)
+                return ran[0] if remote is None else f"{ran[0]} in {self._worktree_for(remote, view)} on {remote}'s host"
+            case "touch" if remote is not None:  # in its clone on its host, by its worker
+                relative = params.get("path", "index.html")
+                worktree = self._worktree_for(remote, view)
+                if worktree is None or Path(relative).is_absolute() or ".." in Path(relative).parts:
+                    return f"refused to touch {relative} for {remote}: not a path inside its clone"
+                (ran,) = await self._run_commands([f"touch -- {shlex.quote(relative)}"], "touch", view, remote)
+                return f"{ran} in {worktree} on {remote}'s host"
             case "touch":
                 path = (self._repo_root / params.get("path", "index.html")).resolve()
                 if self._repo_root.resolve() not in path.parents:
@@ -603,9 +614,46 @@ class JobRunner:
                 continue  # a note outside the agent's worktree: nothing to allow
         return notes
 
-    async def _roll_back(self, response: Response, view: JobView) -> tuple[str, dict[str, Any]]:
+    def _remote_agent(self, view: JobView, agent: str | None) -> str | None:
+        """``agent`` if its worktree is on another host (a response for it runs there)."""
+        if agent is None:
+            return None
+        if agent == view.agent and view.remote is not None:
+            return view.remote
+        return agent if self._is_remote(agent) else None
+
+    def _worktree_for(self, agent: str, view: JobView) -> Path | None:
+        live = self._core.registry.agents.get(agent)
+        return Path(live.worktree) if live is not None and live.worktree else view.worktree
+
+    async def _run_commands(self, commands: list[str], name: str, view: JobView, remote: str | None) -> list[str]:
+        """A response's commands, one after another: on this host in the repository's
+        root, or for an agent on another host by its worker, in its clone (the
+        coordinator's host has neither its files nor its processes).  One line each."""
+        if remote is None:
+            runner, cwd = self._pool, str(self._repo_root)
+        else:
+            worktree = self._worktree_for(remote, view)
+            if worktree is None:
+                return [f"no worktree known for {remote} on its host; {cmd!r} not run" for cmd in commands]
+            if self._workers is None:  # cannot happen: remote agents need the CURVE endpoint
+                return [f"{cmd!r} not run: {remote} is on another host and this coordinator runs no remote workers" for cmd in commands]
+            runner, cwd = RemoteRunner(self._workers, remote, f"{view.job}/{name}"), str(worktree)
+        done = []
+        for cmd in commands:
+            spec = ProbeSpec(name=name, kind="command", params={"shell": cmd}, cwd=cwd, timeout=600)
+            try:
+                result = await runner.run(spec)
+            except (ProbeError, PeerError) as exc:  # no worker, or it went away meanwhile
+                done.append(f"{cmd!r} not run on {remote}'s host: {exc.message}")
+                continue
+            done.append(f"ran {cmd!r}: exit {result.exit_code}" + ("" if result.passed else f" ({result.reason})"))
+        return done
+
+    async def _roll_back(self, response: Response, view: JobView, remote: str | None = None) -> tuple[str, dict[str, Any]]:
         """``rollback`` with no command: the agent's worktree back to what its newest
-        passing verify run saw, paths other agents hold left alone (coordinator/restore.py)."""
+        passing verify run saw, paths other agents hold left alone (protocol/restore.py).
+        For an agent on another host its worker does it there, in its clone."""
         agent = response.agent
         if agent is None:
             return "no single agent whose verify run to roll back to; nothing restored (give the rule a cmd)", {}
@@ -614,10 +662,11 @@ class JobRunner:
         if not passed:
             return f"{agent} has no passing verify run to roll back to; nothing restored", {}
         tree, job = list(passed.items())[-1]
-        live = registry.agents.get(agent)
-        worktree = Path(live.worktree) if live is not None and live.worktree else view.worktree
+        worktree = self._worktree_for(agent, view)
         if worktree is None:
             return f"no worktree known for {agent}; nothing restored", {}
+        if remote is not None:
+            return await self._roll_back_remote(remote, worktree, tree, job, view)
         try:
             changes = await trio.to_thread.run_sync(restore.changes_since, worktree, tree)
             kept = {path: holder for _, path in changes if (holder := self._holder_of(path, agent)) is not None}
@@ -627,7 +676,24 @@ class JobRunner:
         details = {"tree": tree, "verify_job": job, "worktree": str(worktree), "restored": done.restored, "removed": done.removed, "kept": done.kept}
         return restore.describe(done, job), details
 
-    async def _restart(self, response: Response) -> str:
+    async def _roll_back_remote(self, agent: str, worktree: Path, tree: str, job: str, view: JobView) -> tuple[str, dict[str, Any]]:
+        work = work_for(f"{view.job}/rollback", "restore", cwd=str(worktree), agent=agent, tree=tree, held=self._held_by_others(agent))
+
+        async def no_progress(message: m.WorkProgress) -> None:
+            pass  # a restore sends its outcome with its end
+
+        try:
+            done = await self._workers_or_fail(agent).run(agent, work, no_progress)
+        except (ProbeError, PeerError) as exc:  # no worker, or it went away meanwhile
+            return f"could not roll back {agent}'s worktree on its host: {exc.message}; nothing restored", {}
+        if done.error:
+            return f"could not roll back {agent}'s worktree to verify run {job} on its host: {done.error}; nothing restored", {}
+        result = msgspec.convert(done.restored, restore.Restored)
+        details = {"tree": tree, "verify_job": job, "worktree": str(worktree), "restored": result.restored, "removed": result.removed,
+                   "kept": result.kept, "host": agent}
+        return f"{restore.describe(result, job)} (on {agent}'s host)", details
+
+    async def _restart(self, response: Response, view: JobView, remote: str | None = None) -> str:
         """Run the restart command: the rule's ``cmd``, else the ``restart`` of each
         failing ``[[probe]]`` (each command once).  With none configured, say so to the
         operator once per set of probes (the response stands until they pass anyway)."""
@@ -647,11 +713,9 @@ class JobRunner:
                 notice = rec.Notice(agent=None, message=f"{response.finding}: {outcome}", operator=True)
                 await self._apply(lambda now: self._core.note(notice, now))
             return outcome
-        done = []
-        for cmd in commands:
-            spec = ProbeSpec(name="restart", kind="command", params={"shell": cmd}, cwd=str(self._repo_root), timeout=600)
-            result = await self._pool.run(spec)
-            done.append(f"ran {cmd!r}: exit {result.exit_code}" + ("" if result.passed else f" ({result.reason})"))
+        done = await self._run_commands(commands, "restart", view, remote)
+        if remote is not None:
+            done.append(f"in {self._worktree_for(remote, view)} on {remote}'s host")
         return "; ".join(done)
 
     # ------------------------------------------------------------------ scheduled probes

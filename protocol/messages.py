@@ -317,6 +317,7 @@ class WorkDone(Request, frozen=True, kw_only=True, tag="work_done"):
     tree: str = ""
     error: str = ""
     results: list[dict[str, Any]] = []  # results not sent as progress (a single check's: one message, not two)
+    restored: dict[str, Any] = {}  # a ``restore``: what it did (a ``protocol.restore.Restored``)
 
 
 class WorkerBye(Request, frozen=True, kw_only=True, tag="worker_bye"):
@@ -661,16 +662,19 @@ class WorkerWelcome(Reply, frozen=True, kw_only=True, tag="worker_welcome"):
 class Work(Reply, frozen=True, kw_only=True, tag="work"):
     """To a worker (unsolicited, ``req`` 0): ``suite`` runs ``specs`` (``ProbeSpec``s)
     as given; ``verify`` builds the verify suite of the worktree holding ``cwd`` there
-    and runs it.  An autofix check's change to a path in ``held`` (pattern, holder
-    pairs: other agents' claims) is undone."""
+    and runs it; ``restore`` puts that worktree back to content ``tree`` (a rule's
+    ``rollback``: protocol/restore.py), leaving paths in ``held`` alone.  An autofix
+    check's change to a path in ``held`` (pattern, holder pairs: other agents' claims)
+    is undone."""
 
     job: str
-    kind: Literal["suite", "verify"]
+    kind: Literal["suite", "verify", "restore"]
     cwd: str = ""
     agent: str = ""
     venv: str = ""
     specs: list[dict[str, Any]] = []
     held: list[list[str]] = []
+    tree: str = ""  # ``restore``: the content to put the worktree back to (a rule's rollback)
 
 
 class WorkerPing(Reply, frozen=True, kw_only=True, tag="worker_ping"):

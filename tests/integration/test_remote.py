@@ -9,6 +9,7 @@ why)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -602,3 +603,91 @@ def test_top_from_a_remote_clone_shows_the_coordinators_view_with_its_publicatio
     out, err = follower.communicate(timeout=10)
     assert follower.returncode == 0, err
     assert ["intent.decided", "bob"] in json.loads(out)["gates"], out
+
+
+@needs_netns
+def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, origin):
+    # Two checks: "sane" fails on a broken app (answered by a rollback to the last passing
+    # verify), "service" fails on a marker (answered by a restart command).  Both responses
+    # must act in host a's clone, where alice's files are, not on the coordinator's host.
+    (origin.root / "lockstep.toml").write_text(
+        "[checks.sane]\ncmd = 'for i in $(seq 300); do [ -f ../service/hold ] || break; sleep 0.05; done; ! grep -q broken src/app.py'\n\n"
+        "[checks.service]\ncmd = 'test ! -f ../service/down'\n\n"
+        '[[rule]]\nfinding = "command failed"\nprobe = "sane"\nresponse = "rollback"\n\n'
+        '[[rule]]\nfinding = "command failed"\nprobe = "service"\nresponse = "restart"\n'
+        "cmd = 'rm -f ../service/down; (pwd; ip -4 -o addr show) > ../service/restarted.txt'\n\n"
+        '[[rule]]\nfinding = "worker lost"\nresponse = "rollback"\n\n'
+        "[checks.fresh]\ncmd = 'test ! -f ../service/stale'\n\n"
+        '[[rule]]\nfinding = "command failed"\nprobe = "fresh"\nresponse = "touch"\npath = "src/shared.py"\n'
+    )
+    _git(origin.root, "add", "lockstep.toml")
+    _git(origin.root, "commit", "-q", "-m", "checks and rules")
+    net.serve(origin.root)
+    clone_a = net.clone(origin.root, "host-a")
+    net.join(origin.root, "a", clone_a, "alice")
+    net.join(origin.root, "b", net.clone(origin.root, "host-b"), "bob")
+
+    # No worker: the rollback is refused clearly, and nothing is touched anywhere.
+    passed = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert passed.rc == 1 and "no worker" in passed.json["reason"], passed  # the verify itself needs one too
+    worker = _worker_on(net, "a", clone_a)
+    wait_until(lambda: "alice" in _workers(net, origin.root), timeout=20, what="alice's worker")
+    passed = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert passed.rc == 0 and passed.json["verdict"] == "pass" and passed.json["tree"], passed
+
+    # The coordinator's own worktree differs from alice's: a rollback run there would show.
+    (origin.root / "src" / "app.py").write_text("the coordinator host's own edit, broken\n")
+    (clone_a / "src" / "app.py").write_text("print('broken')\n")
+    (clone_a / "src" / "new.py").write_text("new = 1\n")
+    (clone_a / "src" / "shared.py").write_text("shared = 2\n")
+    assert net.run("b", "claim", "src/shared.py", "--agent", "bob", "--json", cwd=net.tmp / "host-b").rc == 0
+    service = net.tmp / "service"  # outside every worktree: a service's own files
+    service.mkdir()
+    (service / "down").write_text("")
+    (service / "stale").write_text("")
+    os.utime(clone_a / "src" / "shared.py", (1, 1))
+
+    failed = net.run("a", "verify", "--agent", "alice", "--json", cwd=clone_a)
+    assert failed.rc == 1 and failed.json["verdict"] == "fail", failed
+    responses = {r["action"]: r for r in failed.json["responses"]}
+    assert set(responses) == {"rollback", "restart", "touch"}, failed.json["responses"]
+    # The rollback: alice's clone back to what her passing verify saw, bob's path kept.
+    assert (clone_a / "src" / "app.py").read_text() == "print('hi')\n"
+    assert not (clone_a / "src" / "new.py").exists()
+    assert (clone_a / "src" / "shared.py").read_text() == "shared = 2\n"
+    assert "on alice's host" in responses["rollback"]["outcome"] and "src/shared.py (held by bob)" in responses["rollback"]["outcome"]
+    (recorded,) = [json.loads(line) for line in net.run("coord", "ledger", "tail", "--kind", "rule.response", "--json", cwd=origin.root).out.splitlines()
+                   if json.loads(line)["data"]["action"] == "rollback"]
+    details = recorded["data"]["details"]
+    assert details["tree"] == passed.json["tree"] and details["worktree"] == str(clone_a)
+    assert (details["restored"], details["removed"], details["kept"]) == (["src/app.py"], ["src/new.py"], {"src/shared.py": "bob"})
+    # ... and the coordinator's host untouched.
+    assert (origin.root / "src" / "app.py").read_text() == "the coordinator host's own edit, broken\n"
+    # The restart command ran in alice's clone, in host a's network namespace.
+    assert not (service / "down").exists()
+    where, *addresses = (service / "restarted.txt").read_text().splitlines()
+    assert where == str(clone_a) and net.hosts.address["a"] in str(addresses) and net.hosts.address["coord"] not in str(addresses)
+    assert "exit 0" in responses["restart"]["outcome"] and "on alice's host" in responses["restart"]["outcome"]
+    # The touch: the file in alice's clone (bob holds it, so the rollback left it); none made on the coordinator's host.
+    assert (clone_a / "src" / "shared.py").stat().st_mtime > 1 and not (origin.root / "src" / "shared.py").exists()
+    assert "exit 0" in responses["touch"]["outcome"] and "on alice's host" in responses["touch"]["outcome"]
+    (service / "stale").unlink()
+
+    # The worker lost mid-verify: the "worker lost" rule's rollback has no worker to run
+    # on, and says so; nothing is restored on either host.
+    (clone_a / "src" / "app.py").write_text("print('broken again')\n")
+    (service / "hold").write_text("")
+    verifying = subprocess.Popen([*net.hosts.prefix("a"), *LOCKSTEP, "verify", "--agent", "alice", "--json"], cwd=clone_a, env=env_for(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    net.procs.append(verifying)
+    wait_until(lambda: _workers(net, origin.root)["alice"]["running"], timeout=20, what="the verify run on alice's worker")
+    worker.kill()
+    worker.wait(10)
+    out, err = verifying.communicate(timeout=30)
+    (service / "hold").unlink()  # the orphaned check ends now
+    (response,) = json.loads(out)["responses"]
+    assert response["action"] == "rollback", (out, err)
+    assert "could not roll back alice's worktree on its host" in response["outcome"] and "no worker" in response["outcome"]
+    assert "nothing restored" in response["outcome"], response
+    assert (clone_a / "src" / "app.py").read_text() == "print('broken again')\n"
+    assert (origin.root / "src" / "app.py").read_text() == "the coordinator host's own edit, broken\n"

@@ -12,7 +12,9 @@ content back (``git restore --source=TREE --worktree``: the index is not touched
 nothing is staged), a file added since is removed.  A path another agent holds is never
 touched: the caller looks the holders up between ``changes_since`` and ``restore`` (on its
 own thread: the registry is not shared with the worker) and records exactly what was
-restored and kept.
+restored and kept.  For an agent on another host the same two steps run there, in its
+clone, by its ``lockstep worker`` (work of kind ``restore``), with the other agents'
+claims sent along.
 
 Both run git, in a worker thread (the caller's ``trio.to_thread``); raise ``ContentError``
 when git cannot read the worktree or the tree is gone (pruned by ``git gc``).
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.content import ContentError, _git, content_id
+from .content import ContentError, _git, content_id
 
 PATHS_LISTED = 50  # paths named in the one-line outcome (the record lists them all)
 
