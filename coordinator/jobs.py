@@ -159,6 +159,10 @@ class JobRunner:
             del self._jobs[oldest]
         nursery.start_soon(self._run, view, effect.request, name=f"job {effect.job}")
 
+    def is_remote(self, agent: str | None) -> bool:
+        """Whether ``agent``'s live session is on another host (its worktree is there)."""
+        return agent is not None and self._is_remote(agent)
+
     def asked_remotely(self, job: str, agent: str) -> None:
         """Job ``job`` was asked for by ``agent``'s key from another host: its probes run
         on that agent's worker (called before the job starts)."""

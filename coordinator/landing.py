@@ -307,6 +307,9 @@ class LandQueue:
             entry.attempts += 1
             self._stage(entry, "preflight", attempts=entry.attempts)
             now_head = await git.resolve(entry.branch)
+            if now_head != entry.head and self._runner.is_remote(entry.agent):
+                decided[entry.job] = (self._refused(entry, Refusal("blocked", self._not_here(entry, now_head))), [])
+                continue
             if now_head != entry.head:
                 moved = f"moved to {now_head[:10]}" if now_head else "was deleted"
                 why = f"{entry.short_branch} {moved} after it was queued at {entry.head[:10]}: land it again"
@@ -385,6 +388,19 @@ class LandQueue:
             # ("merged"), so nothing slow may come between this and the verdict.
             await self._refs.sync()
         return decided
+
+    def _not_here(self, entry: Entry, now_head: str | None) -> str:
+        """Why a remote agent's branch cannot land: the queue merges in the coordinator's
+        repository, and a clone's branches on another host are not in it."""
+        where = "does not exist" if now_head is None else f"is at {now_head[:10]}, not {entry.head[:10]},"
+        common = self._git.common
+        repository = common.parent if common.name == ".git" else common
+        return (
+            f"{entry.short_branch} {where} in the coordinator's repository ({repository}): {entry.agent}'s clone is "
+            "on another host and the merge queue lands what is here. Land from the coordinator's host, or push your "
+            f"branch to it first (`git push REMOTE {entry.short_branch}`, REMOTE being the coordinator's repository) "
+            "and run `lockstep land` again"
+        )
 
     def _let_settle(self) -> None:
         if self._holding:

@@ -691,3 +691,35 @@ def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, o
     assert "nothing restored" in response["outcome"], response
     assert (clone_a / "src" / "app.py").read_text() == "print('broken again')\n"
     assert (origin.root / "src" / "app.py").read_text() == "the coordinator host's own edit, broken\n"
+
+
+@needs_netns
+def test_landing_from_a_remote_clone_is_refused_until_the_branch_is_pushed_to_the_coordinators_host(net: Net, origin):
+    (origin.root / "lockstep.toml").write_text("[checks.feature]\ncmd = 'test -f src/feature.py'\n")
+    _git(origin.root, "add", "lockstep.toml")
+    _git(origin.root, "commit", "-q", "-m", "a check")
+    net.serve(origin.root)
+    clone_a = net.clone(origin.root, "host-a")
+    net.join(origin.root, "a", clone_a, "alice")
+    _git(clone_a, "checkout", "-q", "-b", "feature")
+    (clone_a / "src" / "feature.py").write_text("feature = 1\n")
+    _git(clone_a, "add", ".")
+    _git(clone_a, "-c", "user.email=a@example.com", "-c", "user.name=a", "commit", "-q", "-m", "a feature")
+    head = _git(clone_a, "rev-parse", "HEAD").strip()
+    main_before = _git(origin.root, "rev-parse", "main").strip()
+
+    # The branch exists only in host a's clone: the queue, which merges on the
+    # coordinator's host, refuses it and says what to do.
+    refused = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=60)
+    assert refused.rc == 1 and refused.json["verdict"] == "blocked", refused
+    reason = refused.json["reason"]
+    assert "feature does not exist in the coordinator's repository" in reason and str(origin.root) in reason, reason
+    assert "Land from the coordinator's host, or push your branch to it" in reason and "git push" in reason, reason
+    assert _git(origin.root, "rev-parse", "main").strip() == main_before
+
+    # Pushed there (the documented way), the same command lands it.
+    _git(clone_a, "push", "-q", "origin", "feature")
+    landed = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=120)
+    assert landed.rc == 0 and landed.json["verdict"] == "landed", landed.out[-1500:]
+    assert [r["verdict"] for r in landed.json["results"]] == ["pass"]  # the check ran on the merged tree, here
+    assert _git(origin.root, "merge-base", "--is-ancestor", head, "main") == ""
