@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lockstep")
 
+CLONE_REFS = "refs/lockstep/clones/"  # remote clones' branches, fetched from the bundles their landings sent
 MAX_ATTEMPTS = 5  # lost compare-and-swaps before a landing is refused (someone pushes non-stop)
 KEEP_DECIDED = 500  # decided landings kept for queries
 MEMORY_OF_AUTHORS = 20_000  # integration commits whose landing agent is remembered
@@ -86,6 +87,7 @@ class Entry:
     target: str  # refs/heads/NAME of the integration branch
     cwd: str = ""
     venv: str = ""
+    bundle: bytes = b""  # a remote clone's branch, sent with the request (fetched at the pre-flight)
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
     attempts: int = 0  # rounds it went through the pre-flight
@@ -139,6 +141,7 @@ class LandQueue:
         entry = Entry(
             job=effect.job, agent=effect.agent, session=getattr(request, "session", None), branch=_ref(request.branch),
             head=request.head, target=index.branch if index else "refs/heads/main", cwd=request.cwd, venv=request.venv,
+            bundle=getattr(request, "bundle", b""),
         )
         self._add(nursery, entry)
 
@@ -306,10 +309,17 @@ class LandQueue:
                 continue
             entry.attempts += 1
             self._stage(entry, "preflight", attempts=entry.attempts)
-            now_head = await git.resolve(entry.branch)
-            if now_head != entry.head and self._runner.is_remote(entry.agent):
-                decided[entry.job] = (self._refused(entry, Refusal("blocked", self._not_here(entry, now_head))), [])
-                continue
+            if self._runner.is_remote(entry.agent):
+                try:
+                    now_head = await self._from_clone(entry)
+                except Refusal as refusal:
+                    decided[entry.job] = (self._refused(entry, refusal), [])
+                    continue
+                if now_head != entry.head:
+                    decided[entry.job] = (self._refused(entry, Refusal("blocked", self._not_here(entry, now_head))), [])
+                    continue
+            else:
+                now_head = await git.resolve(entry.branch)
             if now_head != entry.head:
                 moved = f"moved to {now_head[:10]}" if now_head else "was deleted"
                 why = f"{entry.short_branch} {moved} after it was queued at {entry.head[:10]}: land it again"
@@ -389,15 +399,43 @@ class LandQueue:
             await self._refs.sync()
         return decided
 
+    async def _from_clone(self, entry: Entry) -> str | None:
+        """A remote agent's branch, where it is on this host: the bundle sent with the
+        landing, checked (``git bundle verify``: its prerequisite commits are here) and
+        fetched into a private ref (``refs/lockstep/clones/AGENT/BRANCH``: no branch of
+        this repository is touched), else the branch pushed here.  Its commit, or None."""
+        git = self._git
+        private = f"{CLONE_REFS}{entry.agent}/{entry.short_branch}"
+        if entry.bundle:
+            self._scratch_root.mkdir(parents=True, exist_ok=True)
+            path = self._scratch_root / f"clone-{entry.job.replace('/', '_')}.bundle"
+            await trio.to_thread.run_sync(path.write_bytes, entry.bundle)
+            entry.bundle = b""  # fetched once: the private ref keeps it (across a restart too)
+            try:
+                checked = await git.run("bundle", "verify", "-q", str(path), check=False)
+                if checked.returncode != 0:
+                    why = (checked.stderr.decode(errors="replace").strip().splitlines() or ["git bundle verify failed"])[-1]
+                    raise Refusal("blocked", f"the bundle of {entry.short_branch} sent from {entry.agent}'s clone cannot be used here: {why}. "
+                                  "Push your branch to the coordinator's repository and run `lockstep land` again")
+                fetched = await git.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", str(path), f"+{entry.branch}:{private}", check=False)
+                if fetched.returncode != 0:
+                    why = (fetched.stderr.decode(errors="replace").strip().splitlines() or ["git fetch failed"])[-1]
+                    raise Refusal("blocked", f"could not fetch {entry.short_branch} from the bundle {entry.agent}'s clone sent: {why}")
+            finally:
+                path.unlink(missing_ok=True)
+        found = await git.resolve(private)
+        return found if found == entry.head else await git.resolve(entry.branch)
+
     def _not_here(self, entry: Entry, now_head: str | None) -> str:
         """Why a remote agent's branch cannot land: the queue merges in the coordinator's
-        repository, and a clone's branches on another host are not in it."""
-        where = "does not exist" if now_head is None else f"is at {now_head[:10]}, not {entry.head[:10]},"
+        repository, and the clone sent no usable bundle of it (too big for one message)."""
+        where = "was not sent with the landing and does not exist" if now_head is None else f"is at {now_head[:10]}, not {entry.head[:10]},"
         common = self._git.common
         repository = common.parent if common.name == ".git" else common
         return (
             f"{entry.short_branch} {where} in the coordinator's repository ({repository}): {entry.agent}'s clone is "
-            "on another host and the merge queue lands what is here. Land from the coordinator's host, or push your "
+            "on another host and the merge queue lands what is here (a branch comes with the landing only when it fits in "
+            "one message). Land from the coordinator's host, or push your "
             f"branch to it first (`git push REMOTE {entry.short_branch}`, REMOTE being the coordinator's repository) "
             "and run `lockstep land` again"
         )

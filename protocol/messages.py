@@ -251,6 +251,9 @@ class Land(Request, frozen=True, kw_only=True, tag="land"):
     session: str | None = None
     cwd: str = ""
     venv: str = ""  # VIRTUAL_ENV of the shell that asked: the checks use it, as for verify
+    # From a clone on another host: ``branch`` as a git bundle (its commits the clone's
+    # remote-tracking branches lack), fetched on the coordinator's host into a private ref.
+    bundle: bytes = b""
 
 
 class LandQuery(Request, frozen=True, kw_only=True, tag="land_query"):

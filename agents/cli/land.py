@@ -94,7 +94,8 @@ def land(branch, agent, endpoint, as_json):
     from agents.land import land as land_branch
 
     name = need_agent(agent)
-    landing = land_branch(name, branch=branch, endpoint=endpoint, on_progress=None if as_json else _Progress())
+    landing = land_branch(name, branch=branch, endpoint=endpoint, on_progress=None if as_json else _Progress(),
+                          on_notice=lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(json.dumps(plain(landing)))
     else:

@@ -693,33 +693,61 @@ def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, o
     assert (origin.root / "src" / "app.py").read_text() == "the coordinator host's own edit, broken\n"
 
 
+def _commit_on_branch(clone: Path, branch: str, path: str, content: bytes) -> str:
+    _git(clone, "checkout", "-q", "-B", branch, "origin/main")
+    (clone / path).write_bytes(content)
+    _git(clone, "add", path)
+    _git(clone, "-c", "user.email=a@example.com", "-c", "user.name=a", "commit", "-q", "-m", f"{branch}: {path}")
+    return _git(clone, "rev-parse", "HEAD").strip()
+
+
 @needs_netns
-def test_landing_from_a_remote_clone_is_refused_until_the_branch_is_pushed_to_the_coordinators_host(net: Net, origin):
-    (origin.root / "lockstep.toml").write_text("[checks.feature]\ncmd = 'test -f src/feature.py'\n")
+def test_landing_from_a_remote_clone_sends_the_branch_or_says_to_push_it(net: Net, origin):
+    (origin.root / "lockstep.toml").write_text("[checks.landed]\ncmd = 'test -f src/feature.py'\n")
     _git(origin.root, "add", "lockstep.toml")
     _git(origin.root, "commit", "-q", "-m", "a check")
     net.serve(origin.root)
     clone_a = net.clone(origin.root, "host-a")
     net.join(origin.root, "a", clone_a, "alice")
-    _git(clone_a, "checkout", "-q", "-b", "feature")
-    (clone_a / "src" / "feature.py").write_text("feature = 1\n")
-    _git(clone_a, "add", ".")
-    _git(clone_a, "-c", "user.email=a@example.com", "-c", "user.name=a", "commit", "-q", "-m", "a feature")
-    head = _git(clone_a, "rev-parse", "HEAD").strip()
-    main_before = _git(origin.root, "rev-parse", "main").strip()
 
-    # The branch exists only in host a's clone: the queue, which merges on the
-    # coordinator's host, refuses it and says what to do.
-    refused = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=60)
-    assert refused.rc == 1 and refused.json["verdict"] == "blocked", refused
-    reason = refused.json["reason"]
-    assert "feature does not exist in the coordinator's repository" in reason and str(origin.root) in reason, reason
-    assert "Land from the coordinator's host, or push your branch to it" in reason and "git push" in reason, reason
-    assert _git(origin.root, "rev-parse", "main").strip() == main_before
-
-    # Pushed there (the documented way), the same command lands it.
-    _git(clone_a, "push", "-q", "origin", "feature")
+    # A branch only host a's clone has: it goes with the landing as a bundle, is checked
+    # and fetched into a private ref on the coordinator's host, and lands as a local one.
+    head = _commit_on_branch(clone_a, "feature", "src/feature.py", b"feature = 1\n")
     landed = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=120)
     assert landed.rc == 0 and landed.json["verdict"] == "landed", landed.out[-1500:]
-    assert [r["verdict"] for r in landed.json["results"]] == ["pass"]  # the check ran on the merged tree, here
+    assert [r["verdict"] for r in landed.json["results"]] == ["pass"]  # checked on the merged tree, there
     assert _git(origin.root, "merge-base", "--is-ancestor", head, "main") == ""
+    assert _git(origin.root, "rev-parse", "refs/lockstep/clones/alice/feature").strip() == head
+    assert "refs/heads/feature" not in _git(origin.root, "for-each-ref", "refs/heads")  # no branch of the repository touched
+    _git(clone_a, "fetch", "-q", "origin")
+
+    # Too big for one message: not sent, and the landing says what to do instead.
+    main_before = _git(origin.root, "rev-parse", "main").strip()
+    big = _commit_on_branch(clone_a, "big", "src/feature-data.bin", os.urandom(400 * 1024))
+    refused = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=60)
+    assert refused.rc == 1 and refused.json["verdict"] == "blocked", refused
+    assert "big is not sent with the landing" in refused.err and "bytes one message may carry" in refused.err, refused.err
+    reason = refused.json["reason"]
+    assert "big was not sent with the landing and does not exist in the coordinator's repository" in reason, reason
+    assert str(origin.root) in reason and "push your branch to it first" in reason and "git push" in reason, reason
+    assert _git(origin.root, "rev-parse", "main").strip() == main_before
+
+    # A bundle built on a commit the coordinator's repository lacks (the clone's
+    # remote-tracking branches say another repository has it): verified and refused.
+    _commit_on_branch(clone_a, "unshared", "src/unshared.py", b"only here\n")
+    _git(clone_a, "update-ref", "refs/remotes/elsewhere/unshared", "HEAD")
+    (clone_a / "src" / "on-top.py").write_text("on top\n")
+    _git(clone_a, "add", "src/on-top.py")
+    _git(clone_a, "-c", "user.email=a@example.com", "-c", "user.name=a", "commit", "-q", "-m", "on top")
+    unusable = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=60)
+    assert unusable.rc == 1 and unusable.json["verdict"] == "blocked", unusable
+    assert "the bundle of unshared sent from alice's clone cannot be used here" in unusable.json["reason"], unusable.json["reason"]
+    assert "refs/lockstep/clones/alice/unshared" not in _git(origin.root, "for-each-ref")
+    assert _git(origin.root, "rev-parse", "main").strip() == main_before
+
+    # Pushed there (what it said), the same command lands it.
+    _git(clone_a, "checkout", "-q", "big")
+    _git(clone_a, "push", "-q", "origin", "big")
+    landed = net.run("a", "land", "--agent", "alice", "--json", cwd=clone_a, timeout=120)
+    assert landed.rc == 0 and landed.json["verdict"] == "landed", landed.out[-1500:]
+    assert _git(origin.root, "merge-base", "--is-ancestor", big, "main") == ""
