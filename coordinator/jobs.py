@@ -564,15 +564,15 @@ class JobRunner:
             case "rollback":
                 if not params.get("cmd"):
                     return await self._roll_back(response, view, remote)
-                ran = await self._run_commands([params["cmd"]], "rollback", view, remote)
-                return ran[0] if remote is None else f"{ran[0]} in {self._worktree_for(remote, view)} on {remote}'s host"
+                (ran,) = await self._run_commands([params["cmd"]], "rollback", view, remote)
+                return ran
             case "touch" if remote is not None:  # in its clone on its host, by its worker
                 relative = params.get("path", "index.html")
                 worktree = self._worktree_for(remote, view)
                 if worktree is None or Path(relative).is_absolute() or ".." in Path(relative).parts:
                     return f"refused to touch {relative} for {remote}: not a path inside its clone"
                 (ran,) = await self._run_commands([f"touch -- {shlex.quote(relative)}"], "touch", view, remote)
-                return f"{ran} in {worktree} on {remote}'s host"
+                return ran
             case "touch":
                 path = (self._repo_root / params.get("path", "index.html")).resolve()
                 if self._repo_root.resolve() not in path.parents:
@@ -634,6 +634,7 @@ class JobRunner:
         """A response's commands, one after another: on this host in the repository's
         root, or for an agent on another host by its worker, in its clone (the
         coordinator's host has neither its files nor its processes).  One line each."""
+        where = ""
         if remote is None:
             runner, cwd = self._pool, str(self._repo_root)
         else:
@@ -643,6 +644,7 @@ class JobRunner:
             if self._workers is None:  # cannot happen: remote agents need the CURVE endpoint
                 return [f"{cmd!r} not run: {remote} is on another host and this coordinator runs no remote workers" for cmd in commands]
             runner, cwd = RemoteRunner(self._workers, remote, f"{view.job}/{name}"), str(worktree)
+            where = f" in {worktree} on {remote}'s host"
         done = []
         for cmd in commands:
             spec = ProbeSpec(name=name, kind="command", params={"shell": cmd}, cwd=cwd, timeout=600)
@@ -651,7 +653,7 @@ class JobRunner:
             except (ProbeError, PeerError) as exc:  # no worker, or it went away meanwhile
                 done.append(f"{cmd!r} not run on {remote}'s host: {exc.message}")
                 continue
-            done.append(f"ran {cmd!r}: exit {result.exit_code}" + ("" if result.passed else f" ({result.reason})"))
+            done.append(f"ran {cmd!r}{where}: exit {result.exit_code}" + ("" if result.passed else f" ({result.reason})"))
         return done
 
     async def _roll_back(self, response: Response, view: JobView, remote: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -717,10 +719,7 @@ class JobRunner:
                 notice = rec.Notice(agent=None, message=f"{response.finding}: {outcome}", operator=True)
                 await self._apply(lambda now: self._core.note(notice, now))
             return outcome
-        done = await self._run_commands(commands, "restart", view, remote)
-        if remote is not None:
-            done.append(f"in {self._worktree_for(remote, view)} on {remote}'s host")
-        return "; ".join(done)
+        return "; ".join(await self._run_commands(commands, "restart", view, remote))
 
     # ------------------------------------------------------------------ scheduled probes
 
