@@ -70,7 +70,7 @@ from protocol.messages import (
     Status,
     StatusReply,
 )
-from protocol.trio_zmq import TrioSocket
+from protocol.trio_zmq import ReadableAny, TrioSocket
 from protocol.uncommitted import uncommitted_paths
 
 from .core import Core
@@ -316,6 +316,8 @@ class Server:
         rpc, pub = self.remote_endpoints
         self._remote_router = self._open(ctx, zmq.ROUTER, rpc, stack, curve_secret=self._remote.secret)
         self._remote_pub = self._open(ctx, zmq.PUB, pub, stack, curve_secret=self._remote.secret)
+        self._either = ReadableAny([self._router, self._remote_router])
+        stack.callback(self._either.close)  # (callbacks run last first: before the sockets close)
         bound = [
             _with_port(wanted, s.socket.getsockopt(zmq.LAST_ENDPOINT).decode())
             for wanted, s in ((rpc, self._remote_router), (pub, self._remote_pub))
@@ -411,7 +413,7 @@ class Server:
             elif self._remote_router is None:
                 await router.wait_readable()
             else:
-                await self._wait_either()
+                await self._either.wait()  # the local or the CURVE ROUTER
             # The turn is almost always free: take it without another scheduler pass.
             if turn.locked():
                 await turn.acquire()
@@ -597,8 +599,14 @@ class Server:
         records = [e for e in effects if isinstance(e, Record)]
         if records:
             durable = any(r.DURABLE for r in records)
+            epoch = self.core.registry.epoch
             try:
-                await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=self.core.registry.epoch, durable=durable))
+                # A commit that is not fsynced only writes the WAL into the page cache:
+                # cheaper here than a hop to a worker thread and back (two thread
+                # wake-ups per batch, the larger part of a serial claim's CPU).  An
+                # fsync, or a write lock held by a worker thread, goes to a thread.
+                if durable or self.ledger.append_now(records, epoch=epoch) is None:
+                    await trio.to_thread.run_sync(lambda: self.ledger.append(records, epoch=epoch, durable=durable))
             except LedgerError as exc:
                 await self._fail_closed(exc, effects)
                 return
@@ -819,16 +827,6 @@ class Server:
             self._remote_pub.send_multipart_nowait(frames)
 
     # ------------------------------------------------------------------ remote agents
-
-    async def _wait_either(self) -> None:
-        """Until the local or the CURVE ROUTER has a message (remote agents served)."""
-        async with trio.open_nursery() as nursery:
-            async def wait(sock: TrioSocket) -> None:
-                await sock.wait_readable()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(wait, self._router)
-            nursery.start_soon(wait, self._remote_router)
 
     def _drain_remote(self, limit: int) -> list[list[bytes]]:
         """Messages from the CURVE ROUTER, their peer ids marked remote, each peer's key

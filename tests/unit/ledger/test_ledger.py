@@ -232,6 +232,32 @@ def test_fsync_every_commit_keeps_full_sync_through_durable_commits(tmp_path):
         led.close()
 
 
+def test_append_now_commits_only_without_waiting_or_fsync(tmp_path, led):
+    """The coordinator's loop commits a batch that is not fsynced itself (``append_now``);
+    whatever would make it wait (the write lock held by a worker thread, an fsync per
+    commit) is answered None, with nothing written, and left to ``append`` in a thread."""
+    assert led.append_now([Record("a"), Record("b")], epoch=3) == [1, 2]
+    assert led.append_now([], epoch=3) == []
+    with led._lock:  # e.g. a compaction slice in a worker thread
+        assert led.append_now([Record("c")], epoch=3) is None
+    assert led.append([Record("c")], epoch=3) == [3]
+    assert [(e.kind, e.epoch) for e in led.events()] == [("a", 3), ("b", 3), ("c", 3)]
+    stats = led.statistics()
+    assert (stats.transactions, stats.durable_transactions) == (2, 0)
+    with pytest.raises(InvalidRecord):
+        led.append_now([Record("ok"), Record("bad", data={"x": object()})], epoch=3)
+    assert led.statistics().last_id == 3
+    fsynced = Ledger.open(tmp_path / "fsynced.db", fsync_every_commit=True)
+    try:
+        assert fsynced.append_now([Record("a")], epoch=1) is None
+        assert fsynced.statistics().last_id == 0
+    finally:
+        fsynced.close()
+    led.close()
+    with pytest.raises(LedgerClosed):
+        led.append_now([Record("late")], epoch=3)
+
+
 def test_events_table_is_append_only(led):
     led.append([Record("a", data={"v": 1}), Record("b")], epoch=1)
     with raw(led.path) as other:

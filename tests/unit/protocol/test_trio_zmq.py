@@ -11,7 +11,7 @@ import trio
 import trio.testing
 import zmq
 
-from protocol.trio_zmq import TrioSocket, open_socket
+from protocol.trio_zmq import ReadableAny, TrioSocket, open_socket
 
 _endpoint_numbers = itertools.count()
 
@@ -309,3 +309,115 @@ async def test_cancelled_fd_waiter_hands_the_fd_to_a_parked_waiter(dealer_router
             await trio.testing.wait_all_tasks_blocked()  # second one took over the fd
             await router.send_multipart([b"d", b"for-the-second"])
         assert received == [[b"for-the-second"]]
+
+
+@pytest.fixture
+async def two_routers(make_socket):
+    """Two adapted ROUTERs, each with an adapted DEALER (``b"d0"``, ``b"d1"``) it knows."""
+    pairs = []
+    for number in range(2):
+        router = make_socket(zmq.ROUTER, router_mandatory=1)
+        router.socket.bind(f"inproc://trio-zmq-any-{next(_endpoint_numbers)}")
+        dealer = make_socket(zmq.DEALER, routing_id=b"d%d" % number)
+        dealer.socket.connect(router.socket.get(zmq.LAST_ENDPOINT).decode())
+        with trio.fail_after(5):
+            await dealer.send_multipart([b"hello"])
+            assert await router.recv_multipart() == [b"d%d" % number, b"hello"]
+        pairs.append((router, dealer))
+    return pairs
+
+
+@pytest.mark.parametrize("which", [0, 1])
+async def test_readable_any_wakes_for_a_message_on_either_socket(two_routers, which):
+    (router0, _), (router1, _) = two_routers
+    either = ReadableAny([router0, router1])
+    try:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                woke = trio.Event()
+
+                async def wait():
+                    await either.wait()
+                    woke.set()
+
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()
+                assert router0._fd_waiter_scope is router1._fd_waiter_scope is not None  # one wait, both slots
+                assert not woke.is_set()
+                await two_routers[which][1].send_multipart([b"ping"])
+                await woke.wait()
+            assert [router0, router1][which].drain(10) == [[b"d%d" % which, b"ping"]]
+            assert [router0, router1][1 - which].drain(10) == []
+            assert router0._fd_waiter_scope is router1._fd_waiter_scope is None
+            await two_routers[0][1].send_multipart([b"ready"])  # a message waiting: returns at once
+            await either.wait()
+    finally:
+        either.close()
+
+
+async def test_readable_any_loses_no_wakeup_when_another_call_consumes_the_fd_edge(two_routers):
+    """The deterministic lost-wake-up case of one socket, for a wait on two: the message
+    arrives on the second router, a raw EVENTS read eats its fd edge, then another task
+    sends through the adapter on that router: the waiter must re-read EVENTS and wake."""
+    (router0, _), (router1, dealer1) = two_routers
+    either = ReadableAny([router0, router1])
+    try:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                woke = trio.Event()
+
+                async def wait():
+                    await either.wait()
+                    woke.set()
+
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()  # asleep on the epoll's fd
+                # From here until the send below, no trio checkpoint: the waiter cannot run.
+                dealer1.socket.send(b"to-router1", zmq.NOBLOCK)
+                deadline = time.monotonic() + 5
+                while not router1.socket.get(zmq.EVENTS) & zmq.POLLIN:  # consumes the fd edge
+                    assert time.monotonic() < deadline, "message never arrived"
+                assert router1.send_routed_nowait(b"d1", b"reply") == "sent"
+                with trio.move_on_after(5):
+                    await woke.wait()
+                assert woke.is_set()
+            assert router1.drain(10) == [[b"d1", b"to-router1"]]
+            assert await dealer1.recv_multipart() == [b"reply"]
+    finally:
+        either.close()
+
+
+async def test_readable_any_takes_turns_with_another_waiter_and_sees_close(two_routers):
+    """Another task already waits on one of the fds: the wait still returns for a message
+    on either socket; closing a socket ends a wait with ClosedResourceError."""
+    (router0, dealer0), (router1, dealer1) = two_routers
+    either = ReadableAny([router0, router1])
+    try:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(router0.wait_readable)  # holds router0's fd slot
+                await trio.testing.wait_all_tasks_blocked()
+                woke = trio.Event()
+
+                async def wait():
+                    await either.wait()
+                    woke.set()
+
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()
+                await dealer1.send_multipart([b"ping"])
+                await woke.wait()
+                await dealer0.send_multipart([b"for-the-other-waiter"])  # ends the first task
+            assert router1.drain(10) == [[b"d1", b"ping"]]
+            assert router0.drain(10) == [[b"d0", b"for-the-other-waiter"]]
+
+            async def wait_until_closed():
+                with pytest.raises(trio.ClosedResourceError):
+                    await either.wait()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait_until_closed)
+                await trio.testing.wait_all_tasks_blocked()
+                router1.close()
+    finally:
+        either.close()
