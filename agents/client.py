@@ -88,6 +88,9 @@ class Connection:
         self._waiting: dict[int, trio.MemorySendChannel] = {}
         self.unsolicited: list[m.Message] = []  # answers to one-way messages (heartbeats)
         self._unsolicited_event = trio.Event()
+        # Called by the reader with each unsolicited message; True = taken (not queued).
+        # Saves a trip through the scheduler per message (a worker's ``work``).
+        self.take_unsolicited: Callable[[m.Message], bool] | None = None
         self.last_heard = trio.current_time()  # when the coordinator last said anything
         self._heard = trio.Event()
 
@@ -144,7 +147,7 @@ class Connection:
             waiter = self._waiting.get(reply.req)
             if waiter is not None:
                 waiter.send_nowait(reply)
-            else:
+            elif self.take_unsolicited is None or not self.take_unsolicited(reply):
                 self.unsolicited.append(reply)
                 self._unsolicited_event.set()
 

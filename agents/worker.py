@@ -156,17 +156,27 @@ class Worker:
         """Beat, stop on a signal, and take what the coordinator sends until dismissed."""
         nursery.start_soon(self._beat)
         nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-        while True:
-            message = await self.conn.next_unsolicited()
-            match message:
-                case m.Work():
-                    nursery.start_soon(self._run, message, name=f"work {message.job}")
-                case m.WorkerDismissed(again=True):
-                    nursery.start_soon(self._ready_again)
-                case m.WorkerDismissed(reason=reason):
-                    raise Dismissed(f"dismissed by the coordinator: {reason}")
-                case m.Error(code=code, message=text) if code in ("revoked", "forbidden"):
-                    raise Dismissed(f"refused by the coordinator ({code}): {text}")
+
+        def take_work(message: m.Message) -> bool:
+            """Work starts from the connection's reader, with no wake-up of this loop."""
+            if not isinstance(message, m.Work):
+                return False
+            nursery.start_soon(self._run, message, name=f"work {message.job}")
+            return True
+
+        self.conn.take_unsolicited = take_work
+        try:
+            while True:
+                message = await self.conn.next_unsolicited()
+                match message:
+                    case m.WorkerDismissed(again=True):
+                        nursery.start_soon(self._ready_again)
+                    case m.WorkerDismissed(reason=reason):
+                        raise Dismissed(f"dismissed by the coordinator: {reason}")
+                    case m.Error(code=code, message=text) if code in ("revoked", "forbidden"):
+                        raise Dismissed(f"refused by the coordinator ({code}): {text}")
+        finally:
+            self.conn.take_unsolicited = None
 
     async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
