@@ -13,15 +13,17 @@ tests do, and removes them); without them it says so and exits 0.  Figures:
 1. **Claim round trip over CURVE** from the agent's namespace, serial, each claim a new
    grant (p50, p99), against a raw pyzmq CURVE echo (a ROUTER that sends each frame
    back) over the same link with the same frames.  Target: ≤ 2× at p50 and p99.  The
-   samples alternate (claim, echo, fsync'd echo, claim, ...), so a change of the
-   machine's load hits all three alike.  For scale, the physical floor of a durable
+   samples alternate in blocks of 50 (50 claims, 50 echoes, 50 fsync'd echoes, ...),
+   so a change of the machine's load hits all three alike.  For scale, the physical floor of a durable
    answer: the fsync'd echo appends each frame to a file and ``fdatasync``s it before
    sending it back (what one power-loss-durable commit costs at least; the
    coordinator's ledger is on the same disk).
 2. **Grants/s from 100 remote agents**, each its own enrolled key and DEALER, 4 claims
    in flight each, distinct paths.  Target: ≥ 10,000/s.  Baseline: the same load
    generator, the same frames and keys, against the raw CURVE echo (messages/s): what
-   this load generator and CURVE reach on the machine at that moment.
+   this load generator and CURVE reach on the machine at that moment.  For scale, the
+   same load from 100 agents on the coordinator's host over its ipc socket (no CURVE,
+   no link): what the coordinator itself reaches at that moment.
 
 It is a benchmark, not a test: it exits 0 whether or not a target is met.
 """
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 PY = sys.executable
 AGENTS = 100
 IN_FLIGHT = 4
+SERIAL_BLOCK = 50  # serial samples per server in turn: back to back within a block, all three alike across
 
 
 # ----------------------------------------------------------------- inside the agent's namespace
@@ -98,17 +101,19 @@ def client(spec: dict) -> dict:
     echo = _dealer(ctx, spec["echo"], spec["echo_key"], *keys[0][1:])
     durable_echo = _dealer(ctx, spec["echo_fsync"], spec["echo_key"], *keys[0][1:])
     times, echo_times, durable_times = [], [], []
-    for frame in frames:
-        t = time.perf_counter()
-        socks[0].send(frame)
-        reply = decode_reply(socks[0].recv())
-        times.append(time.perf_counter() - t)
-        assert isinstance(reply, m.Granted), reply
-        for sock, samples in ((echo, echo_times), (durable_echo, durable_times)):
+    for block in range(0, n, SERIAL_BLOCK):
+        for frame in frames[block:block + SERIAL_BLOCK]:
             t = time.perf_counter()
-            sock.send(frame)
-            sock.recv()
-            samples.append(time.perf_counter() - t)
+            socks[0].send(frame)
+            reply = decode_reply(socks[0].recv())
+            times.append(time.perf_counter() - t)
+            assert isinstance(reply, m.Granted), reply
+        for sock, samples in ((echo, echo_times), (durable_echo, durable_times)):
+            for frame in frames[block:block + SERIAL_BLOCK]:
+                t = time.perf_counter()
+                sock.send(frame)
+                sock.recv()
+                samples.append(time.perf_counter() - t)
     out["claim_rtt"] = _percentiles(times)
     out["echo_rtt"] = _percentiles(echo_times)
     out["echo_fsync_rtt"] = _percentiles(durable_times)
@@ -267,6 +272,8 @@ def main() -> int:
             print(f"run {run}: {runs[-1]}")
         local = local_claims(info, spec["serial"])
         print(f"local ipc claims: {local}")
+        local_rate = local_load(info, spec["per_agent"])
+        print(f"local ipc grants/s: {local_rate:,.0f}")
         claim50 = statistics.median(r["claim_rtt"]["p50_ms"] for r in runs)
         claim99 = statistics.median(r["claim_rtt"]["p99_ms"] for r in runs)
         echo50 = statistics.median(r["echo_rtt"]["p50_ms"] for r in runs)
@@ -285,6 +292,8 @@ def main() -> int:
         print(f"| (for scale) the same claims from the coordinator's host over ipc, p50 / p99 | {local['p50_ms']:.3f} / {local['p99_ms']:.3f} ms | | | | |")
         print(f"| grants/s, {AGENTS} remote agents × {IN_FLIGHT} in flight | {rate:,.0f}/s | CURVE echo {echo_rate:,.0f}/s | "
               f"{rate / echo_rate:.2f}× | ≥ 10,000/s | {rate >= 10_000} |")
+        print(f"| (for scale) the same load from {AGENTS} agents on the coordinator's host over ipc | {local_rate:,.0f}/s | | "
+              f"remote {rate / local_rate:.2f}× | | |")
         print(f"durability {fsync or 'power-loss (the default with --curve)'}; load average at the end {os.getloadavg()}")
     finally:
         for proc in reversed(procs):
@@ -312,6 +321,32 @@ def local_claims(info: dict, n: int) -> dict:
             conn.request(m.Claim(session=session, paths=[f"local/{i}.py"]))
             times.append(time.perf_counter() - t)
     return _percentiles(times)
+
+
+def local_load(info: dict, per_agent: int) -> float:
+    """Grants/s from AGENTS agents on the coordinator's host over its ipc socket, with
+    the same load generator: what the coordinator reaches without CURVE and the link."""
+    import zmq
+
+    from protocol import messages as m
+    from protocol.codec import decode_reply, encode
+
+    ctx = zmq.Context()
+    socks, load = [], []
+    for i in range(AGENTS):
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(info["endpoints"][0])
+        sock.send(encode(m.Hello(agent=f"local{i}", repo=info["repo"])))
+        session = decode_reply(sock.recv()).session
+        socks.append(sock)
+        load.append([encode(m.Claim(req=k + 1, session=session, paths=[f"local-load/{i}/{k}.py"])) for k in range(per_agent)])
+    rate, refused = _keep_in_flight(socks, load, decode_reply, m.Granted)
+    assert refused == 0, refused
+    for sock in socks:
+        sock.close()
+    ctx.term()
+    return rate
 
 
 def invites_again(info: dict, run: int) -> list:
