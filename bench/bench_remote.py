@@ -25,6 +25,10 @@ tests do, and removes them); without them it says so and exits 0.  Figures:
    same load from 100 agents on the coordinator's host over its ipc socket (no CURVE,
    no link): what the coordinator itself reaches at that moment.
 
+Also for scale, measured in the bench's own process on the same disk: a one-grant
+ledger commit with power-loss durability (``synchronous=FULL``: what ``serve --curve``
+does per batch) against a bare append + ``fdatasync``, in blocks of 50.
+
 It is a benchmark, not a test: it exits 0 whether or not a target is met.
 """
 
@@ -274,6 +278,8 @@ def main() -> int:
         print(f"local ipc claims: {local}")
         local_rate = local_load(info, spec["per_agent"])
         print(f"local ipc grants/s: {local_rate:,.0f}")
+        commit, append = commits_alone(tmp, 500)
+        print(f"commits alone: ledger {commit}, append + fdatasync {append}")
         claim50 = statistics.median(r["claim_rtt"]["p50_ms"] for r in runs)
         claim99 = statistics.median(r["claim_rtt"]["p99_ms"] for r in runs)
         echo50 = statistics.median(r["echo_rtt"]["p50_ms"] for r in runs)
@@ -290,6 +296,9 @@ def main() -> int:
         print(f"| (the floor of a durable answer) the same, p50 / p99 | | CURVE echo + fdatasync {durable50:.3f} / {durable99:.3f} ms | "
               f"{claim50 / durable50:.2f}× / {claim99 / durable99:.2f}× | | |")
         print(f"| (for scale) the same claims from the coordinator's host over ipc, p50 / p99 | {local['p50_ms']:.3f} / {local['p99_ms']:.3f} ms | | | | |")
+        print(f"| (for scale) one-grant ledger commit with power-loss durability alone, p50 / p99 | {commit['p50_ms']:.3f} / "
+              f"{commit['p99_ms']:.3f} ms | append + fdatasync {append['p50_ms']:.3f} / {append['p99_ms']:.3f} ms | "
+              f"{commit['p50_ms'] / append['p50_ms']:.2f}× / {commit['p99_ms'] / append['p99_ms']:.2f}× | | |")
         print(f"| grants/s, {AGENTS} remote agents × {IN_FLIGHT} in flight | {rate:,.0f}/s | CURVE echo {echo_rate:,.0f}/s | "
               f"{rate / echo_rate:.2f}× | ≥ 10,000/s | {rate >= 10_000} |")
         print(f"| (for scale) the same load from {AGENTS} agents on the coordinator's host over ipc | {local_rate:,.0f}/s | | "
@@ -347,6 +356,33 @@ def local_load(info: dict, per_agent: int) -> float:
         sock.close()
     ctx.term()
     return rate
+
+
+def commits_alone(where: Path, n: int) -> tuple[dict, dict]:
+    """In this process, on the coordinator's disk: one-grant ledger commits with
+    power-loss durability (``synchronous=FULL``, what ``serve --curve`` does per batch)
+    against a bare append + ``fdatasync`` (what the fsync'd echo does), in blocks."""
+    from ledger import Ledger
+    from ledger.records import ClaimGranted
+
+    ledger = Ledger.open(where / "commits-alone.db", fsync_every_commit=True)
+    fd = os.open(where / "commits-alone.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    commits, appends = [], []
+    try:
+        for block in range(0, n, SERIAL_BLOCK):
+            for i in range(block, block + SERIAL_BLOCK):
+                t = time.perf_counter()
+                ledger.append([ClaimGranted(agent="a", session="s", token=i + 1, patterns=[f"alone/{i}.py"])], epoch=1)
+                commits.append(time.perf_counter() - t)
+            for i in range(block, block + SERIAL_BLOCK):
+                t = time.perf_counter()
+                os.write(fd, b"%d" % i * 20)
+                os.fdatasync(fd)
+                appends.append(time.perf_counter() - t)
+    finally:
+        ledger.close()
+        os.close(fd)
+    return _percentiles(commits), _percentiles(appends)
 
 
 def invites_again(info: dict, run: int) -> list:
