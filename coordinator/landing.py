@@ -88,6 +88,7 @@ class Entry:
     cwd: str = ""
     venv: str = ""
     bundle: bytes = b""  # a remote clone's branch, sent with the request (fetched at the pre-flight)
+    clone_ref: str = ""  # the private ref its bundle was fetched into, deleted once it is decided
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
     attempts: int = 0  # rounds it went through the pre-flight
@@ -254,6 +255,8 @@ class LandQueue:
         )
         if landed:
             self._remember(entry.agent or "", [record.commit, *record.commits])
+        if entry.clone_ref:  # decided: landed, its commits are on the target; refused, the clone still has them
+            await self._git.run("update-ref", "-d", entry.clone_ref, check=False)
         gate = m.Gate(subject="land", verdict="pass" if landed else "fail", reason=entry.landing.reason, job=entry.job, agent=entry.agent, results=results)
         entry.view.results = list(results)
         entry.view.gate = gate
@@ -424,6 +427,8 @@ class LandQueue:
             finally:
                 path.unlink(missing_ok=True)
         found = await git.resolve(private)
+        if found is not None:
+            entry.clone_ref = private
         return found if found == entry.head else await git.resolve(entry.branch)
 
     def _not_here(self, entry: Entry, now_head: str | None) -> str:
