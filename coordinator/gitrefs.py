@@ -65,16 +65,19 @@ class RefWatcher:
 
     def _stat_refs(self) -> tuple:
         """Cheap fingerprint of every branch ref (the loose files and packed-refs) and of
-        every worktree's HEAD (which branch it has checked out)."""
+        every worktree's HEAD (which branch it has checked out).  Plain strings and
+        ``os`` calls: it runs before every batch with a release, and pathlib's objects
+        cost more than the stats themselves."""
+        common = str(self.common)
         stamp = []
-        heads = [self.common / "HEAD", *(Path(d) / "HEAD" for d in _subdirs(self.common / "worktrees"))]
-        for path in (self.common / "packed-refs", *heads):
+        heads = [os.path.join(common, "HEAD"), *(os.path.join(d, "HEAD") for d in _subdirs(os.path.join(common, "worktrees")))]
+        for path in (os.path.join(common, "packed-refs"), *heads):
             try:
-                st = path.stat()
-                stamp.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+                st = os.stat(path)
+                stamp.append((path, st.st_mtime_ns, st.st_size, st.st_ino))
             except OSError:
-                stamp.append((str(path), None))
-        stack = [self.common / "refs" / "heads"]
+                stamp.append((path, None))
+        stack = [os.path.join(common, "refs", "heads")]
         while stack:
             try:
                 entries = list(os.scandir(stack.pop()))
@@ -82,7 +85,7 @@ class RefWatcher:
                 continue
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
+                    stack.append(entry.path)
                 else:
                     try:
                         st = entry.stat(follow_symlinks=False)
@@ -238,7 +241,7 @@ def _why(exc: BaseException) -> str:
     return stderr.decode(errors="replace").strip() if stderr else str(exc)
 
 
-def _subdirs(path: Path) -> list[str]:
+def _subdirs(path: Path | str) -> list[str]:
     try:
         return [entry.path for entry in os.scandir(path) if entry.is_dir()]
     except OSError:
