@@ -747,7 +747,7 @@ class JobRunner:
     async def _run_plan(
         self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord] | None = None, remote: str | None = None
     ) -> m.Gate:
-        plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name())
+        plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name(), self.config.http)
         machine = plans.PlanMachine.replay(plan, records) if records else plans.PlanMachine(plan)
         cwd = request.cwd or str(self._repo_root)
         if remote is None:

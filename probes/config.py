@@ -454,7 +454,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
     seen: set[str] = set()
     for index, table in enumerate(file.probe, start=1):
         probe = probe_from_table(table, f"{source}: [[probe]] #{index}")
-        _check_reach(probe, file.http, f"{source}: [[probe]] #{index}")
+        check_reach(probe, file.http, f"{source}: [[probe]] #{index}")
         if probe.name in seen:
             raise ConfigError(
                 f"{source}: [[probe]] #{index} key 'name': {probe.name!r} is already used by an earlier [[probe]]"
@@ -495,7 +495,7 @@ def parse_config(text: str, source: str = CONFIG_FILENAME) -> Config:
     )
 
 
-def _check_reach(probe: Probe, http: HttpTable, where: str) -> None:
+def check_reach(probe: Probe, http: HttpTable, where: str) -> None:
     """A probe's URLs must be loopback or under ``[http] allow`` (``probes.reach``)."""
     from probes.reach import refusal
 

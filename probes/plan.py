@@ -49,7 +49,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 import msgspec
 
-from probes.config import Probe, probe_from_table, probe_tables
+from probes.config import HttpTable, Probe, check_reach, probe_from_table, probe_tables
 from probes.schema import Name, Table, Text
 from probes.tomlfile import ConfigError, decode
 from protocol.errors import LocalError, LockstepError
@@ -190,15 +190,18 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         text: str,
         source: str = PLAN_FILENAME,
         probes: Mapping[str, Probe] | None = None,
+        http: HttpTable | None = None,
     ) -> Plan:
         """Validate a PLAN.toml.
 
         Probe names in ``pre``/``post`` resolve against the plan's own ``[[probe]]``
         tables, then ``probes`` (the ``[[probe]]``s of lockstep.toml).  When ``probes``
         is None, names the plan does not define stay names for the caller to resolve;
-        when it is given, an unknown name is an error.
+        when it is given, an unknown name is an error.  With ``http`` (lockstep.toml's
+        ``[http]``), the plan's own http and consistency probes must reach only what it
+        allows, as lockstep.toml's must: checked before any step runs.
         """
-        return _parse_plan(text, source, probes)
+        return _parse_plan(text, source, probes, http)
 
     def step(self, step_id: str) -> Step:
         for step in self.steps:
@@ -269,11 +272,13 @@ def _plan_file() -> type:
     )
 
 
-def _parse_plan(text: str, source: str, known: Mapping[str, Probe] | None) -> Plan:
+def _parse_plan(text: str, source: str, known: Mapping[str, Probe] | None, http: HttpTable | None) -> Plan:
     file = decode(text, _plan_file(), source)
     local_probes: dict[str, Probe] = {}
     for index, table in enumerate(file.probe, start=1):
         probe = probe_from_table(table, f"{source}: [[probe]] #{index}")
+        if http is not None:
+            check_reach(probe, http, f"{source}: [[probe]] #{index}")
         if probe.name in local_probes:
             raise ConfigError(f"{source}: [[probe]] #{index} key 'name': {probe.name!r} is used twice")
         if known is not None and probe.name in known:

@@ -144,6 +144,18 @@ def test_a_probe_on_an_unlisted_address_is_a_config_error(repo):
     assert not (repo.state_dir / "coordinator.json").exists()
 
 
+def test_a_plans_own_probe_on_an_unlisted_address_fails_the_plan_before_any_step_runs(repo, coordinator):
+    coordinator(*FAST)
+    (repo.root / "PLAN.toml").write_text(
+        '[plan]\nname = "ship"\n\n[[probe]]\nname = "site"\nkind = "http"\nurl = "http://127.0.0.3:8000/app.js"\n\n'
+        '[[step]]\nid = "build"\nrun = "touch built"\npost = ["site"]\n'
+    )
+    ran = cli("plan", "run", "PLAN.toml", "--json", cwd=repo.root, timeout=60)
+    assert ran.rc == 1, ran
+    assert "[[probe]] #1 key 'url'" in ran.out and "127.0.0.3" in ran.out, ran.out
+    assert not (repo.root / "built").exists()  # refused before the step ran
+
+
 def _certificate(directory, name: str, ip: str) -> tuple:
     """A self-signed certificate for ``ip`` (its own CA) and its key, made by openssl."""
     import shutil

@@ -442,3 +442,26 @@ def test_retries_come_before_an_escalation_too_and_default_to_none():
     records = drive(machine, {"run": ["run_failed", "run_failed"]})
     assert [k for k, _ in kinds(records)] == ["plan.step.started", "plan.step.retry", "plan.step.escalated", "plan.escalated"]
     assert machine.state.reason == "action of step 'a' failed after 1 retries"
+
+
+def test_a_plans_own_http_probe_reaches_only_what_lockstep_toml_allows():
+    text = """
+[plan]
+name = "deploy"
+
+[[probe]]
+name = "site"
+kind = "http"
+url = "https://app.example.com/health"
+
+[[step]]
+id = "ship"
+run = "true"
+post = ["site"]
+"""
+    closed = parse_config('').http  # no [http] allow: loopback only
+    with pytest.raises(ConfigError, match=r"PLAN\.toml: \[\[probe\]\] #1 key 'url': .*app\.example\.com"):
+        Plan.parse(text, "PLAN.toml", {}, closed)
+    listed = parse_config('[http]\nallow = ["https://app.example.com"]\n').http
+    assert Plan.parse(text, "PLAN.toml", {}, listed).steps[0].post[0].name == "site"
+    assert Plan.parse(text, "PLAN.toml").name == "deploy"  # no [http] given: checked where it runs
