@@ -6,29 +6,15 @@ probe sees are recorded and a scheduled bundle probe finds a rollback."""
 from __future__ import annotations
 
 import hashlib
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
+from ..http_site import self_signed, serve, stop
 from .conftest import cli, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 V1, V2 = b"console.log('v1')\n", b"console.log('v2, a bigger bundle')\n"
-
-
-class _Site(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - the http.server API
-        status, headers, body = self.server.routes.get(self.path, (404, {}, b"not found"))
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
@@ -37,16 +23,13 @@ def site():
     servers: list[ThreadingHTTPServer] = []
 
     def start(host: str, routes: dict) -> str:
-        server = ThreadingHTTPServer((host, 0), _Site)
-        server.routes = routes
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = serve(host, routes)
         servers.append(server)
         return f"http://{host}:{server.server_address[1]}"
 
     yield start
     for server in servers:
-        server.shutdown()
-        server.server_close()
+        stop(server)
 
 
 def _deploys(repo) -> list[dict]:
@@ -156,22 +139,6 @@ def test_a_plans_own_probe_on_an_unlisted_address_fails_the_plan_before_any_step
     assert not (repo.root / "built").exists()  # refused before the step ran
 
 
-def _certificate(directory, name: str, ip: str) -> tuple:
-    """A self-signed certificate for ``ip`` (its own CA) and its key, made by openssl."""
-    import shutil
-    import subprocess
-
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a certificate")
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={ip}",
-         "-addext", f"subjectAltName=IP:{ip}", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
-
-
 def test_tls_is_verified_and_the_configured_ca_is_trusted(repo, coordinator, tmp_path):
     import ssl
 
@@ -179,13 +146,10 @@ def test_tls_is_verified_and_the_configured_ca_is_trusted(repo, coordinator, tmp
     try:
         urls = {}
         for name in ("trusted", "stranger"):
-            cert, key = _certificate(tmp_path, name, "127.0.0.1")
+            cert, key = self_signed(tmp_path, name, "127.0.0.1")
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert, key)
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-            server.routes = {"/health": (200, {}, b"ok")}
-            server.socket = context.wrap_socket(server.socket, server_side=True)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            server = serve("127.0.0.1", {"/health": (200, {}, b"ok")}, context)
             servers.append(server)
             urls[name] = f"https://127.0.0.1:{server.server_address[1]}/health"
         (repo.root / "certs").mkdir()
@@ -200,5 +164,4 @@ def test_tls_is_verified_and_the_configured_ca_is_trusted(repo, coordinator, tmp
         assert "certificate" in result["reason"]
     finally:
         for server in servers:
-            server.shutdown()
-            server.server_close()
+            stop(server)

@@ -3,14 +3,11 @@ verified, time and size bounded.  Real servers on loopback (threads), real socke
 
 from __future__ import annotations
 
-import http.server
-import shutil
 import socket
 import ssl
-import subprocess
-import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -18,45 +15,23 @@ from probes.fetch import MAX_REDIRECTS, fetch
 from probes.model import ENDPOINT_FAILING, PASS, ProbeSpec
 from probes.reach import Reach
 
+from ...http_site import self_signed as make_certificate
+from ...http_site import serve, stop
 from .test_probes_builtin import run_direct
-
-
-class _Routes(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
-        status, headers, body = self.server.routes.get(self.path, (404, {}, b"not found"))
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def _serve(host: str, routes: dict, tls: ssl.SSLContext | None = None) -> http.server.ThreadingHTTPServer:
-    server = http.server.ThreadingHTTPServer((host, 0), _Routes)
-    server.routes = routes
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 @pytest.fixture
 def servers() -> Iterator[list]:
-    started: list[http.server.ThreadingHTTPServer] = []
+    started: list[ThreadingHTTPServer] = []
 
     def start(host: str, routes: dict, tls: ssl.SSLContext | None = None) -> str:
-        server = _serve(host, routes, tls)
+        server = serve(host, routes, tls)
         started.append(server)
         return f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
 
     yield start
     for server in started:
-        server.shutdown()
-        server.server_close()
+        stop(server)
 
 
 def test_a_redirect_is_followed_only_to_a_listed_or_loopback_url(servers):
@@ -112,14 +87,7 @@ def test_a_server_that_never_answers_is_bounded_by_the_total():
 def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
     """A server context with a self-signed certificate for 127.0.0.1, and that
     certificate's file (to trust it as its own CA)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )
+    cert, key = make_certificate(tmp_path, "cert", "127.0.0.1")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context, cert

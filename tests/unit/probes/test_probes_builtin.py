@@ -8,13 +8,11 @@ timeouts, suites) is tested in test_probe_pool.py.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -54,6 +52,8 @@ from probes.output import (
     reorder,
     truncation_marker,
 )
+
+from ...http_site import Routes, serve, stop
 
 
 def sha256(data: bytes) -> str:
@@ -485,42 +485,25 @@ def test_capture_keeps_both_ends_and_counts_the_middle():
 # -- http ---------------------------------------------------------------------------
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
-        "/ok": (200, {}, b"service is healthy"),
-        "/json": (
-            200,
-            {"Content-Type": "application/json"},
-            json.dumps({"status": "ok", "workers": [{"busy": 5}], "ready": True, "one": 1}).encode(),
-        ),
-        "/broken": (503, {}, b"upstream error: database unreachable"),
-        "/moved": (302, {"Location": "http://example.com/"}, b""),
-    }
-
-    def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
-        status, headers, body = self.ROUTES.get(self.path, (404, {}, b"not found"))
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+ROUTES: Routes = {
+    "/ok": (200, {}, b"service is healthy"),
+    "/json": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps({"status": "ok", "workers": [{"busy": 5}], "ready": True, "one": 1}).encode(),
+    ),
+    "/broken": (503, {}, b"upstream error: database unreachable"),
+    "/moved": (302, {"Location": "http://example.com/"}, b""),
+}
 
 
 @pytest.fixture
 def server_url() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve("127.0.0.1", ROUTES)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        stop(server)
 
 
 def http_spec(url: str, **params: Any) -> ProbeSpec:
