@@ -681,15 +681,31 @@ class PatternIndex(Generic[Item]):
     def __init__(self) -> None:
         self._root: _TrieNode[Item] = _TrieNode()
         self._count = 0
+        # Most entries are literal paths, and a literal overlaps another literal only
+        # when their texts are equal: while no wildcard entry is stored, a literal
+        # query is one dict lookup instead of a trie walk.  The lists are the trie's.
+        self._literals: dict[str, tuple[Pattern, list[Item]]] = {}
+        self._wildcards = 0  # entries whose pattern is not literal
 
     def add(self, pattern: Pattern, item: Item) -> None:
+        if pattern.is_literal:
+            found = self._literals.get(pattern.text)
+            if found is not None:
+                found[1].append(item)
+                self._count += 1
+                return
+        else:
+            self._wildcards += 1
         node = self._root
         for segment in pattern.anchor:
             child = node.children.get(segment)
             if child is None:
                 child = node.children[segment] = _TrieNode()
             node = child
-        node.entries.setdefault(pattern, []).append(item)
+        items = node.entries.setdefault(pattern, [])
+        items.append(item)
+        if pattern.is_literal:
+            self._literals[pattern.text] = (pattern, items)
         self._count += 1
 
     def remove(self, pattern: Pattern, item: Item) -> None:
@@ -708,8 +724,12 @@ class PatternIndex(Generic[Item]):
             items.remove(item)
         except ValueError:
             raise KeyError((pattern, item)) from None
+        if not pattern.is_literal:
+            self._wildcards -= 1
         if not items:
             del node.entries[pattern]
+            if pattern.is_literal:
+                del self._literals[pattern.text]
         self._count -= 1
         # Prune nodes left empty, bottom-up, so the trie never outgrows its entries.
         for depth in range(len(path) - 1, 0, -1):
@@ -754,6 +774,9 @@ class PatternIndex(Generic[Item]):
 
     def overlapping(self, query: Pattern) -> list[tuple[Pattern, Item]]:
         """Exactly the stored entries whose pattern overlaps ``query``, in no set order."""
+        if query.is_literal and not self._wildcards:
+            found = self._literals.get(query.text)
+            return [(found[0], item) for item in found[1]] if found is not None else []
         found: list[tuple[Pattern, Item]] = []
         for pattern, items in self.candidates(query):
             if overlaps(query, pattern):

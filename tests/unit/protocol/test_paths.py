@@ -694,6 +694,27 @@ def test_index_agrees_with_brute_force(entries: list, queries: list[str], data: 
     check()
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.booleans(), index_pattern_texts(), st.integers(0, 3)), max_size=30), st.lists(index_pattern_texts(), min_size=1, max_size=5))
+def test_index_lookups_of_literals_agree_with_brute_force_as_wildcards_come_and_go(steps: list, queries: list[str]) -> None:
+    """A literal query takes a dict lookup while no wildcard entry is stored and the
+    trie walk otherwise: both must give exactly the overlapping entries, whichever
+    entries were added and removed before."""
+    index: PatternIndex[int] = PatternIndex()
+    stored: list[tuple[Pattern, int]] = []
+    for add, text, item in steps:
+        entry = (Pattern(text), item)
+        if add or entry not in stored:
+            index.add(*entry)
+            stored.append(entry)
+        else:
+            index.remove(*entry)
+            stored.remove(entry)
+        for query in [Pattern(q) for q in queries] + [p for p, _ in stored]:
+            expected = [e for e in stored if overlaps(query, e[0])]
+            assert sorted(index.overlapping(query), key=repr) == sorted(expected, key=repr)
+
+
 # --------------------------------------------------------------------------- index
 
 
