@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol import jsontext
 from protocol.errors import UsageError
 
 __all__ = ["CLIENTS", "Change", "apply", "default_command", "plan", "settings_path"]
@@ -184,7 +185,7 @@ def _load(text: str | None, path: Path) -> dict:
     if text is None or not text.strip():
         return {}
     try:
-        settings = json.loads(text)
+        settings = jsontext.loads(text)
     except ValueError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand, then install again") from None
     if not isinstance(settings, dict):

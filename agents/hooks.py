@@ -28,6 +28,7 @@ import json
 import os
 from typing import Callable, NamedTuple
 
+from protocol import jsontext
 from protocol.errors import LockstepError, PeerError
 
 WRITING_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
@@ -159,7 +160,7 @@ class HookInputError(LockstepError):
 
 def parse_event(text: str) -> dict:
     try:
-        event = json.loads(text)
+        event = jsontext.loads(text)
     except ValueError as exc:
         raise HookInputError(f"hook input is not JSON: {exc}") from None
     if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):

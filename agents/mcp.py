@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, TextIO
 
+from protocol import jsontext
+
 # Newest first: the versions of the initialize handshake this server speaks.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PROTOCOL_VERSION = SUPPORTED_VERSIONS[0]
@@ -344,7 +346,7 @@ def serve(stdin: TextIO, stdout: TextIO, call_tool: CallTool) -> None:
         if not line.strip():
             continue
         try:
-            message = json.loads(line, parse_constant=_not_json)
+            message = jsontext.loads(line, parse_constant=_not_json)
         except ValueError as exc:
             response = _error(None, -32700, f"parse error: {exc}")
         else:

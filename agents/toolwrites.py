@@ -36,6 +36,8 @@ import json
 import os
 from typing import Callable, NamedTuple
 
+from protocol import jsontext
+
 CLIENT_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 FILE_TOOLS = {
     "claude": {"Write", "Edit", "MultiEdit", "NotebookEdit"},
@@ -154,7 +156,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     denies under ``fail_closed`` and otherwise lets the call go on with a visible
     warning; the exit code is never 1 (which the clients would silently ignore)."""
     try:
-        event = json.loads(text)
+        event = jsontext.loads(text)
     except ValueError as exc:
         event, problem = {}, f"hook input is not JSON ({exc})"
     else:

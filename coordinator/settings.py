@@ -90,6 +90,6 @@ def _names_fsync(repo_root: Path | None) -> bool:
     try:
         with open(Path(repo_root) / CONFIG_FILENAME, "rb") as f:
             table = tomllib.load(f).get("coordinator", {})
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, tomllib.TOMLDecodeError, RecursionError):  # serve reports the file's errors
         return False
     return isinstance(table, dict) and "fsync" in table

@@ -8,12 +8,12 @@ the suite is ``detect_suite``'s, from the project's own manifests.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from probes.model import ProbeSpec
 from probes.schema import PositiveSeconds, RelPath, Table, Text
+from protocol import jsontext
 
 DEFAULT_CHECK_TIMEOUT = 600.0  # 10m: a whole test suite may be slow; a hung one is not
 
@@ -130,7 +130,7 @@ def _runs_script(text: str, name: str, command: str) -> bool:
 
 def _npm_scripts(package: Path) -> dict[str, str]:
     try:
-        manifest = json.loads(package.read_text(encoding="utf-8"))
+        manifest = jsontext.loads(package.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return {}
     scripts = manifest.get("scripts") if isinstance(manifest, dict) else None

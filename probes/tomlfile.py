@@ -54,6 +54,8 @@ def decode(text: str, schema: type, source: str) -> Any:
         raise ConfigError(_explain_file(str(exc), schema, text, source)) from None
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {_toml_error(text, exc)}") from None
+    except RecursionError:  # tomllib parses arrays and inline tables recursively
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
 
 
 def _explain_file(message: str, schema: type, text: str, source: str) -> str:

@@ -27,7 +27,7 @@ from agents.oneshot import (
     open_oneshot,
     resolve_endpoint,
 )
-from protocol import discovery
+from protocol import discovery, jsontext
 from protocol import messages as m
 from protocol.errors import LockstepError
 
@@ -269,7 +269,7 @@ def check_http(url, status, contains, json_path, equals, at_least, expect_hash_o
         params["json_path"] = json_path
     if equals is not None:
         try:
-            params["equals"] = json.loads(equals)
+            params["equals"] = jsontext.loads(equals)
         except ValueError:
             params["equals"] = equals
     if at_least is not None:

@@ -72,10 +72,10 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
 
 def _event_name(text: str) -> str | None:
     """The event's name, if ``text`` is an event at all (for answering a failure)."""
-    import json
+    from protocol import jsontext
 
     try:
-        event = json.loads(text)
+        event = jsontext.loads(text)
     except ValueError:
         return None
     name = event.get("hook_event_name") if isinstance(event, dict) else None
@@ -89,9 +89,9 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
         # a shell call (the files the command will write), or a turn's start or end
         kind = _event_name(text)
         if kind in ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "UserPromptSubmit"):
-            import json
+            from protocol import jsontext
 
-            peek = json.loads(text)
+            peek = jsontext.loads(text)
             if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or peek.get("tool_name") == "Bash":
                 from agents import toolwrites
 

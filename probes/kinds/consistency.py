@@ -90,7 +90,7 @@ def _read(spec: ProbeSpec, params: ConsistencyParams, source: str) -> tuple[Any,
     if params.json_path is not None:
         try:
             document = msgspec.json.decode(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # a served body may nest without end
             return None, "not JSON"
         value = follow_json_path(document, parse_json_path(params.json_path))
         return (value, "") if value is not _MISSING else (None, f"no {params.json_path} in it")

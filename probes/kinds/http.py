@@ -172,7 +172,7 @@ def probe_http(spec: ProbeSpec, params: HttpParams) -> ProbeResult:
         where = params.json_path or "the JSON body"
         try:
             document = msgspec.json.decode(body)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # a served body may nest without end
             problems.append("the body is not JSON")
         else:
             value = follow_json_path(document, parse_json_path(params.json_path or "$"))

@@ -408,7 +408,8 @@ def test_detect_suite_all_ecosystems_in_order(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    ["{not json", "[1, 2]", '{"scripts": ["test"]}', '{"name": "x"}', '{"scripts": {"test": ""}}'],
+    ["{not json", "[1, 2]", '{"scripts": ["test"]}', '{"name": "x"}', '{"scripts": {"test": ""}}', "[" * 100_000 + "]" * 100_000],
+    ids=["not-json", "array", "scripts-list", "no-scripts", "empty-script", "nested-too-deeply"],
 )
 def test_detect_suite_ignores_unusable_package_json(tmp_path, content):
     (tmp_path / "package.json").write_text(content)

@@ -493,6 +493,7 @@ ROUTES: Routes = {
         json.dumps({"status": "ok", "workers": [{"busy": 5}], "ready": True, "one": 1}).encode(),
     ),
     "/broken": (503, {}, b"upstream error: database unreachable"),
+    "/deep": (200, {"Content-Type": "application/json"}, b"[" * 100_000 + b"]" * 100_000),  # RecursionError in a decoder
     "/moved": (302, {"Location": "http://example.com/"}, b""),
 }
 
@@ -549,6 +550,16 @@ def test_http_json_true_is_not_one(server_url):
 def test_http_non_json_body_fails_a_json_check(server_url):
     result = run_direct(http_spec(f"{server_url}/ok", json_path="$.status", equals="ok"))
     assert result.finding == ENDPOINT_FAILING and "not JSON" in result.reason
+
+
+def test_a_body_nested_without_end_fails_a_json_check_as_not_json(server_url, tmp_path):
+    result = run_direct(http_spec(f"{server_url}/deep", json_path="$.status", equals="ok"))
+    assert result.verdict == FAIL and result.finding == ENDPOINT_FAILING and "not JSON" in result.reason
+    (tmp_path / "a.json").write_text('{"version": 1}')
+    (tmp_path / "b.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)  # a file in the agent's worktree
+    spec = ProbeSpec(name="same", kind="consistency", params={"sources": ["a.json", "b.json"], "json_path": "$.version"}, cwd=str(tmp_path))
+    result = run_direct(spec)
+    assert result.verdict == FAIL and "not JSON" in result.reason
 
 
 def test_http_does_not_follow_redirects(server_url):
