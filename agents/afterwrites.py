@@ -29,12 +29,15 @@ reason to the model); Gemini CLI ``hookSpecificOutput.additionalContext`` (its
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import subprocess
 import time
 from pathlib import Path
+
+from protocol.files import FileTooLarge, NotRegularFile, read_regular
 
 BEFORE_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 AFTER_EVENTS = {"claude": "PostToolUse", "codex": "PostToolUse", "gemini": "AfterTool"}
@@ -64,14 +67,14 @@ def _dirty(worktree: Path) -> dict[str, str | None]:
 
 def _digest(path: Path) -> str | None:
     try:
+        return hashlib.sha1(read_regular(path, HASH_LIMIT)).hexdigest()
+    except FileTooLarge:
         info = path.stat()
-        if info.st_size > HASH_LIMIT:
-            return f"size:{info.st_size}:mtime:{info.st_mtime_ns}"
-        return hashlib.sha1(path.read_bytes()).hexdigest()
+        return f"size:{info.st_size}:mtime:{info.st_mtime_ns}"
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except IsADirectoryError:
-        return "directory"
+    except NotRegularFile as exc:  # a directory, or a FIFO or device (no bytes: never read)
+        return "directory" if exc.errno == errno.EISDIR else "special"
 
 
 def changed(before: dict[str, str | None], after: dict[str, str | None]) -> list[str]:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import msgspec
 
+from protocol.files import FileTooLarge, NotRegularFile, read_regular, sha256_regular
+
 SNAPSHOT_LIMIT = 64 * 1024 * 1024
 GIT_TIMEOUT = 60.0
 
@@ -48,11 +50,17 @@ def dirty_paths(worktree: Path) -> list[str]:
     return [entry[3:].decode(errors="surrogateescape") for entry in done.stdout.split(b"\0") if len(entry) > 3]
 
 
-def _read(path: Path) -> bytes | None:
+def _hashed(path: Path) -> tuple[str | None, bytes | None]:
+    """The file's SHA-256 and bytes: (None, None) when there is no file there (or a
+    directory, a FIFO, a device: nothing a formatter rewrites); bytes None when it is
+    over ``SNAPSHOT_LIMIT`` (hashed in chunks, never held whole)."""
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+        data = read_regular(path, SNAPSHOT_LIMIT)
+    except (FileNotFoundError, NotADirectoryError, NotRegularFile):
+        return None, None
+    except FileTooLarge:
+        return sha256_regular(path), None
+    return hashlib.sha256(data).hexdigest(), data
 
 
 def _digest(data: bytes | None) -> str | None:
@@ -64,9 +72,9 @@ def snapshot(worktree: Path) -> Snapshot:
     digests: dict[str, str | None] = {}
     kept = 0
     for path in dirty_paths(worktree):
-        data = _read(worktree / path)
-        digests[path] = _digest(data)
-        if data is None or kept + len(data) <= SNAPSHOT_LIMIT:
+        digest, data = _hashed(worktree / path)
+        digests[path] = digest
+        if digest is None or (data is not None and kept + len(data) <= SNAPSHOT_LIMIT):
             contents[path] = data
             kept += len(data or b"")
     return Snapshot(contents=contents, digests=digests)
@@ -82,7 +90,7 @@ def changed_paths(worktree: Path, before: Snapshot) -> list[str]:
     candidates = set(before.digests) | set(dirty_paths(worktree))
     changed = []
     for path in candidates:
-        now = _digest(_read(worktree / path))
+        now = _hashed(worktree / path)[0]
         was = before.digests[path] if path in before.digests else _digest(_committed(worktree, path))
         if now != was:
             changed.append(path)

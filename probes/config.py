@@ -69,6 +69,7 @@ from probes.settings import (
 )
 from probes.suite import DEFAULT_CHECK_TIMEOUT, Check, CheckTable, detect_suite
 from probes.tomlfile import ConfigError, decode
+from protocol.files import read_regular
 
 __all__ = [
     "CONFIG_FILENAME", "DEFAULT_CHECK_TIMEOUT", "MODES", "VERIFY_POLICIES", "PROBE_KINDS", "RESPONSE_ACTIONS", "KNOWN_FINDINGS",
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 CONFIG_FILENAME = "lockstep.toml"
+CONFIG_LIMIT = 4 * 1024 * 1024  # far above any real configuration; a symlink to /dev/zero is not one
 
 PROBE_KINDS = KINDS  # write, build, command, http, processes, handoff (probes.model)
 ResponseAction = Literal["retry", "rollback", "restart", "touch", "notify", "block_agent", "queue_task"]
@@ -429,9 +431,11 @@ def load_config(repo_root: str | Path) -> Config:
     root = Path(repo_root)
     path = root / CONFIG_FILENAME
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, CONFIG_LIMIT)
     except FileNotFoundError:
         return Config(source=str(path), checks=tuple(detect_suite(root)), suite_detected=True)
+    except OSError as exc:  # a directory, a FIFO, a device, far too big: it says which
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -29,7 +29,8 @@ from agents.oneshot import (
 )
 from protocol import discovery, jsontext
 from protocol import messages as m
-from protocol.errors import LockstepError
+from protocol.errors import LockstepError, UsageError
+from protocol.files import read_regular
 
 from .base import (
     EXIT_REFUSED,
@@ -499,9 +500,15 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
       lockstep plan run PLAN.toml
       lockstep plan run release.toml --detach --json
     """
+    from probes.config import CONFIG_LIMIT
     from probes.plan import Plan
 
-    text = Path(plan_file).read_text()
+    try:
+        text = read_regular(plan_file, CONFIG_LIMIT).decode()
+    except OSError as exc:  # a FIFO, a device, far too big
+        raise UsageError(f"{plan_file}: cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{plan_file}: not UTF-8 text ({exc})") from None
     Plan.parse(text, plan_file)  # bad input is exit 2 before anything runs
     build = lambda s: m.PlanRun(plan=text, source=str(Path(plan_file).resolve()), cwd=os.getcwd(), session=s)  # noqa: E731
     if detach:

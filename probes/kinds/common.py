@@ -3,7 +3,6 @@ and the wrapper that runs a synchronous check in a worker process."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import traceback
@@ -14,6 +13,7 @@ import msgspec
 
 from probes.model import FAIL, PASS, PROBE_CRASHED, ProbeError, ProbeResult, ProbeSpec
 from probes.output import errors_first
+from protocol.files import sha256_regular
 
 
 class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -76,11 +76,9 @@ def run_python_probe(probe: Callable[[ProbeSpec, Any], ProbeResult], spec: Probe
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The file's SHA-256; ``OSError`` if it is not a regular file (a symlink to
+    /dev/zero would be hashed until the probe's timeout, a FIFO would block)."""
+    return sha256_regular(path)
 
 
 def short(digest: str | None) -> str:

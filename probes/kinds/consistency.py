@@ -32,6 +32,7 @@ from probes.kinds.http import (
 from probes.model import VALUES_DISAGREE, ProbeError, ProbeResult, ProbeSpec
 from probes.reach import Reach
 from probes.schema import RUNTIME_ONLY, Text, in_toml
+from protocol.files import FileTooLarge, read_regular
 
 
 class ConsistencyParams(Params):
@@ -82,7 +83,9 @@ def _read(spec: ProbeSpec, params: ConsistencyParams, source: str) -> tuple[Any,
         header_value = got.headers.get(params.header.lower()) if params.header else None
     else:
         try:
-            body = resolve(spec, source).read_bytes()[: params.reach.max_body]
+            body = read_regular(resolve(spec, source), params.reach.max_body)
+        except FileTooLarge:
+            return None, f"it is larger than [http] max_body ({params.reach.max_body} bytes)"
         except OSError as exc:
             return None, f"cannot read it: {exc.strerror or exc}"
     if params.header is not None:

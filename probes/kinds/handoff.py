@@ -24,6 +24,9 @@ from probes.kinds import Kind
 from probes.kinds.common import Params, make_result, resolve
 from probes.model import HANDOFF_INCOMPLETE, ProbeError, ProbeResult, ProbeSpec
 from probes.schema import RUNTIME_ONLY, RelPath, in_toml
+from protocol.files import read_regular
+
+HANDOFF_LIMIT = 4 * 1024 * 1024  # a note longer than this is not one a person reads
 
 
 class HandoffParams(Params):
@@ -54,7 +57,7 @@ def probe_handoff(spec: ProbeSpec, params: HandoffParams) -> ProbeResult:
 
     path = resolve(spec, params.path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular(path, HANDOFF_LIMIT).decode("utf-8", errors="replace")
     except OSError as exc:
         return make_result(
             spec, str(path), finding=HANDOFF_INCOMPLETE,

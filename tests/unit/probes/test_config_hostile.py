@@ -101,3 +101,16 @@ def test_a_huge_value_gives_a_short_message():
             assert len(exc.message) < 300, exc.message[:300]
         else:
             raise AssertionError("accepted")
+
+
+def test_nesting_without_end_is_a_one_line_config_error():
+    """tomllib parses arrays and inline tables recursively: a few KB of ``[[[[`` once
+    raised RecursionError past every caller (serve printed a traceback)."""
+    for document in ("x = " + "[" * 5_000 + "]" * 5_000, "x = " + "{a = " * 3_000 + "1" + "}" * 3_000):
+        for parse in (lambda text: parse_config(text, source="lockstep.toml"), lambda text: Plan.parse(text, "PLAN.toml")):
+            try:
+                parse(document)
+            except ConfigError as exc:
+                assert "nested too deeply" in exc.message and "\n" not in exc.message
+            else:
+                raise AssertionError("a document nested 5,000 deep was accepted")

@@ -67,11 +67,13 @@ def test_the_http_probe_names_a_refused_redirect(servers):
     assert run_direct(ProbeSpec(name="site", kind="http", params={"url": f"{near}/go", "reach": reach}, timeout=10)).verdict == PASS
 
 
-def test_a_body_over_max_body_is_cut_and_marked(servers):
+def test_a_body_over_max_body_is_cut_and_marked(servers, tmp_path):
     url = servers("127.0.0.1", {"/big": (200, {}, b"a" * (3 * 2**20))})
     got = fetch(f"{url}/big", Reach(max_body=2**20), 10)
     assert got.truncated and len(got.body) == 2**20
-    result = run_direct(ProbeSpec(name="big", kind="http", params={"url": f"{url}/big", "expect_hash_of": "/dev/null", "reach": {"max_body": 2**20}}, timeout=10))
+    artifact = tmp_path / "bundle.js"
+    artifact.write_bytes(b"a" * (3 * 2**20))
+    result = run_direct(ProbeSpec(name="big", kind="http", params={"url": f"{url}/big", "expect_hash_of": str(artifact), "reach": {"max_body": 2**20}}, timeout=10))
     assert result.finding == "deploy hash mismatch" and "larger than [http] max_body" in result.reason
 
 
