@@ -8,7 +8,9 @@ client      tool (``tool_name``)                   files it writes
 claude      Write, Edit, MultiEdit, NotebookEdit   ``tool_input.file_path`` / ``notebook_path``
 claude      Bash                                   ``agents.shellwrites`` on ``command``
 codex       apply_patch                            ``agents.patches`` on ``tool_input.command``
-codex       Bash                                   ``agents.shellwrites`` on ``command``
+                                                   (text, or the argv ``["apply_patch", PATCH]``)
+codex       Bash                                   ``agents.shellwrites`` on ``command``, and
+                                                   ``agents.patches`` on any envelope in it
 gemini      write_file, replace                    ``tool_input.file_path``
 gemini      run_shell_command                      ``agents.shellwrites``, in ``directory``
                                                    (``dir_path`` in newer releases)
@@ -46,6 +48,7 @@ FILE_TOOLS = {
 }
 SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"Bash", "shell", "local_shell", "exec_command"}, "gemini": {"run_shell_command"}}
 PATCH_TOOLS = {"claude": set(), "codex": {"apply_patch"}, "gemini": set()}
+PATCH_COMMANDS = ("apply_patch", "applypatch")  # the names Codex runs a patch under
 MAX_GLOB_MATCHES = 1000
 
 
@@ -73,18 +76,37 @@ def targets(client: str, event: dict) -> Targets:
     if tool in PATCH_TOOLS.get(client, ()):
         from agents.patches import patch_files
 
-        found = patch_files(tool_input.get("command", tool_input.get("input")))
+        patch = tool_input.get("command", tool_input.get("input"))
+        if isinstance(patch, list) and len(patch) == 2 and patch[0] in PATCH_COMMANDS:  # the argv form
+            patch = patch[1]
+        found = patch_files(patch)
         return Targets(found.paths, found.problems)
     if tool in SHELL_TOOLS.get(client, ()):
         command = tool_input.get("command", tool_input.get("cmd"))
+        words = [word for word in command if isinstance(word, str)] if isinstance(command, list) else [command]
         if isinstance(command, list):  # an argv form
             import shlex
 
             command = shlex.join(str(word) for word in command)
         folder = tool_input.get("directory") or tool_input.get("dir_path") or tool_input.get("workdir") or ""
         here = os.path.join(cwd, folder) if isinstance(folder, str) else cwd
-        return _shell_targets(command, here)
+        found = _shell_targets(command, here)
+        if client == "codex":
+            found.paths.extend(_patched_by_shell(words, here))
+        return found
     return Targets([], [])
+
+
+def _patched_by_shell(words: list, here: str) -> list[str]:
+    """Codex applies a shell call of ``apply_patch`` itself (``apply_patch <<'EOF'`` ...,
+    or the argv ``["apply_patch", PATCH]``): the files of any envelope in the command."""
+    from agents.patches import patch_files
+
+    paths: list[str] = []
+    for word in words:
+        if isinstance(word, str) and "*** Begin Patch" in word:
+            paths += [os.path.join(here, path) for path in patch_files(word).paths]
+    return paths
 
 
 def _shell_targets(command: object, here: str) -> Targets:

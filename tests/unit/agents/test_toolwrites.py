@@ -42,6 +42,18 @@ def test_other_tools_and_odd_input_write_nothing() -> None:
     assert toolwrites.targets("gemini", {"tool_name": "run_shell_command", "tool_input": {"command": ["rm", "x y"], "dir_path": "d"}, "cwd": "/r"}).paths == ["/r/d/x y"]
 
 
+def test_codex_patches_as_argv_or_given_to_its_shell_are_read_as_patches() -> None:
+    """Codex applies ``apply_patch`` itself when it comes as an argv or as a shell call
+    (``apply_patch <<'EOF'``): its files are asked for before, like the tool's."""
+    envelope = "*** Begin Patch\n*** Update File: app/[slug]/page.tsx\n@@\n-x\n+y\n*** Add File: docs/a b.md\n+hi\n*** End Patch\n"
+    argv = {"tool_name": "apply_patch", "tool_input": {"command": ["apply_patch", envelope]}, "cwd": "/r"}
+    assert sorted(toolwrites.targets("codex", argv).paths) == ["app/[slug]/page.tsx", "docs/a b.md"]
+    heredoc = "apply_patch <<'EOF'\n" + envelope + "EOF\n"
+    for command in (heredoc, ["bash", "-lc", heredoc], ["apply_patch", envelope]):
+        found = toolwrites.targets("codex", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": "/r"})
+        assert set(found.paths) == {"/r/app/[slug]/page.tsx", "/r/docs/a b.md"}, command
+
+
 def test_a_block_is_denied_in_each_clients_format() -> None:
     for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
         asked = []
