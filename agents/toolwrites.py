@@ -19,7 +19,7 @@ gemini      run_shell_command                      ``agents.shellwrites``, in ``
 Paths are concrete files, resolved against the event's ``cwd``; a name with ``[``, ``*``
 or ``?`` is that name (``agents.paths.repo_relative(..., literal=True)``).  A shell glob
 is expanded against the file system as the shell would; one matching nothing is kept as
-written.
+written.  A folder a command writes (``rm -r``, ``chmod -R``, ``mv``) is the files in it.
 
 Answers, in each client's documented format:
 
@@ -121,7 +121,31 @@ def _shell_targets(command: object, here: str) -> Targets:
     for pattern in found.globs:
         matches = sorted(globbing.glob(os.path.join(here, pattern)))[:MAX_GLOB_MATCHES]
         paths += matches or [os.path.join(here, pattern)]
-    return Targets(paths, found.unknown)
+    return _folders_as_files(paths, found.unknown)
+
+
+def _folders_as_files(paths: list[str], unknown: list[str]) -> Targets:
+    """A folder a command writes (``rm -r src``, ``chmod -R``, ``mv src lib``) is the
+    files in it: an intent names concrete files, and one folder among the targets would
+    otherwise make the whole call uncoordinated.  A folder of more than
+    ``MAX_GLOB_MATCHES`` files is left to the after-call comparison."""
+    files: list[str] = []
+    unknown = list(unknown)
+    for path in paths:
+        if not os.path.isdir(path) or os.path.islink(path):
+            files.append(path)
+            continue
+        inside = []
+        for folder, subfolders, names in os.walk(path):
+            subfolders[:] = sorted(d for d in subfolders if d != ".git")
+            inside += [os.path.join(folder, name) for name in sorted(names)]
+            if len(inside) > MAX_GLOB_MATCHES:
+                break
+        if len(inside) > MAX_GLOB_MATCHES:
+            unknown.append(f"{path} holds more than {MAX_GLOB_MATCHES} files: checked after the call")
+        else:
+            files += inside
+    return Targets(files, unknown)
 
 
 def deny(client: str, reason: str) -> Answer:

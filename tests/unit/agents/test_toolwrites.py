@@ -54,6 +54,27 @@ def test_codex_patches_as_argv_or_given_to_its_shell_are_read_as_patches() -> No
         assert set(found.paths) == {"/r/app/[slug]/page.tsx", "/r/docs/a b.md"}, command
 
 
+def test_a_folder_a_shell_command_writes_is_the_files_in_it(tmp_path, monkeypatch) -> None:
+    """``rm -rf src`` once asked an intent for the folder ``src/``, which the coordinator
+    refuses (intents name files): the whole call went uncoordinated, held files and all."""
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "a.py").write_text("a")
+    (tmp_path / "src" / "sub" / "b.py").write_text("b")
+    (tmp_path / "src" / ".git").mkdir()
+    (tmp_path / "src" / ".git" / "HEAD").write_text("ref")
+    (tmp_path / "link").symlink_to(tmp_path / "src")
+
+    def shell(command: str):
+        return toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
+
+    found = shell("rm -rf src && echo x > notes.txt")
+    assert sorted(found.paths) == sorted(str(tmp_path / p) for p in ("src/a.py", "src/sub/b.py", "notes.txt"))
+    assert shell("rm link").paths == [str(tmp_path / "link")]  # the link itself, not what it points to
+    monkeypatch.setattr(toolwrites, "MAX_GLOB_MATCHES", 1)
+    found = shell("chmod -R 644 src")
+    assert found.paths == [] and "holds more than 1 files: checked after the call" in found.unknown[0]
+
+
 def test_a_block_is_denied_in_each_clients_format() -> None:
     for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
         asked = []
