@@ -417,7 +417,9 @@ def _table(title: str, headers: list[str], rows: list[list[Any]]) -> Table:
     for header in headers:
         table.add_column(header, no_wrap=True, overflow="ellipsis")
     for row in rows:
-        table.add_row(*row)
+        # Cells are data (paths, messages, worktrees): plain text, never rich markup,
+        # or a path like '\\[bold]x' would style the view and a stray '[/x]' end it.
+        table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in row))
     return table
 
 

@@ -25,7 +25,7 @@ from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
-from protocol.paths import Pattern, overlaps
+from protocol.paths import CONTROL_CHARACTER, Pattern, overlaps
 from protocol.uncommitted import touched
 
 from . import lifecycle, mergeholds, policy
@@ -731,7 +731,7 @@ class Core:
 
     def _on_claim(self, peer, msg: m.Claim, now: float) -> None:
         agent = self._session(msg.session, now)
-        patterns = _parse_patterns(msg.paths)
+        patterns = _parse_new_patterns(msg.paths)
         if msg.ttl is not None and not msg.ttl > 0:
             raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
         access = "shared" if msg.shared else "exclusive"
@@ -944,7 +944,7 @@ class Core:
 
     def _intent(self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float) -> m.Decision:
         """Decide, record and publish one write intent; the reply to send."""
-        paths = _parse_patterns(texts)
+        paths = _parse_new_patterns(texts)
         for path in paths:
             if not path.is_literal:
                 raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
@@ -1220,6 +1220,21 @@ def _live_message(agent: Agent) -> str:
 
 def _stale_reasons(stale: list[m.StaleBase]) -> list[str]:
     return [stale_text(s.path, Change(s.commit, s.author, s.subject), s.branch) for s in stale]
+
+
+def _parse_new_patterns(paths: list[str]) -> list[Pattern]:
+    """Patterns a claim or an intent would add: no control characters in them.  Names are
+    printed to terminals (status, top, the ledger): an ESC in one would drive the
+    reader's terminal.  Git allows such names; nobody means them.  (Releases and
+    queries still take them: a ledger written before this check may hold some.)"""
+    patterns = _parse_patterns(paths)
+    for pattern in patterns:
+        control = CONTROL_CHARACTER.search(pattern.text)
+        if control is not None:
+            raise PeerError(
+                "bad_path", f"path {pattern.text!r} contains the control character U+{ord(control.group()):04X}; rename the file (Lockstep does not coordinate such names)"
+            )
+    return patterns
 
 
 def _parse_patterns(paths: list[str]) -> list[Pattern]:

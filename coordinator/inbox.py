@@ -27,6 +27,7 @@ from typing import Any
 from ledger import records as rec
 from protocol import messages as m
 from protocol.errors import PeerError
+from protocol.paths import CONTROL_CHARACTER
 
 from .effects import Outbox, Send
 from .registry import Agent, MessageEntry, Registry, TaskEntry
@@ -50,6 +51,9 @@ def _checked_text(text: str, what: str) -> str:
         raise PeerError("bad_request", f"an empty {what}: say what it is")
     if len(text.encode()) > m.MAX_TEXT_BYTES:
         raise PeerError("bad_request", f"the {what} is {len(text.encode())} bytes; at most {m.MAX_TEXT_BYTES}: point at a file instead")
+    control = CONTROL_CHARACTER.search(text.replace("\n", "").replace("\t", ""))
+    if control is not None:  # shown raw in terminals (inbox, top): lines and tabs only
+        raise PeerError("bad_request", f"the {what} contains the control character U+{ord(control.group()):04X}: send plain text")
     return text
 
 

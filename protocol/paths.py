@@ -140,6 +140,7 @@ _BAD_BACKSLASH = re.compile(r"\\(?![*?\[\]])")
 _WINDOWS_DRIVE = re.compile(r"[A-Za-z]:")
 # A plain file path, the common claim: segments of word characters and . + @ , = ~ % -
 # joined by single slashes. No wildcard, escape, drive or empty segment can be in it.
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: what terminals act on
 _PLAIN_PATH = re.compile(r"[\w.+@,=~%-]+(?:/[\w.+@,=~%-]+)*")
 
 

@@ -227,3 +227,16 @@ def test_responses_resolutions_tasks_and_messages_are_shown_as_gate_lines():
     for kind, (data, agent, shown) in pubs.items():
         assert kind in GATE_KINDS
         assert _describe(m.Publication(seq=1, epoch=1, kind=kind, agent=agent, data=data)) == shown
+
+
+def test_names_and_reasons_are_shown_as_text_never_as_rich_markup():
+    """A claim on ``\\[bold]x.txt`` and a message with ``[/bold red]`` once raised
+    rich's MarkupError and ended every operator's ``top``."""
+    view = View()
+    view.take(m.StatusReply(
+        mode="parallel-strict", epoch=1, endpoints=[], pub=[], seq=0,
+        agents=[_agent("alice", 0.4, worktree="/r/[red]wt")], claims=[_claim("\\[bold]x.txt", "alice", 0.0)],
+    ), now=100.0)
+    view.apply(_pub(1, "intent.decided", verdict="block", paths=["a[/x]b"], reason="[/bold red] [link=x]held[/link]"))
+    text = _text(view, now=100.0)
+    assert "\\[bold]x.txt" in text and "/r/[red]wt" in text and "[/bold red] [link=x]held" in text

@@ -551,3 +551,29 @@ def test_in_warn_mode_a_write_after_the_fact_still_claims_the_free_paths_beside_
     assert {c.pattern: c.holder for c in d.status().claims} == {"src/held.py": "bob", "src/free.py": "alice"}
     event = next(r for r in d.records if r.KIND == "write.unannounced")
     assert (event.agent, event.paths, event.holders, event.source) == ("alice", ["src/held.py"], ["bob"], "run watcher")
+
+
+def test_names_and_messages_with_control_characters_are_refused_but_a_ledgers_old_ones_still_release():
+    """An ESC in a claimed name or a message reached terminals raw (status, top, inbox):
+    a claim named ``x\\x1b]0;...\\x07`` retitled the reader's terminal."""
+    import msgspec
+
+    from ledger import records as rec
+
+    d = Driver()
+    a = d.hello("alice")
+    for refused in (d.claim(a, "x\x1b]0;owned\x07.txt"), d.intent(a, "src/a\nb.py")):
+        assert isinstance(refused, m.Error) and refused.code == "bad_path" and "control character" in refused.message
+    assert d.status().claims == []
+    bad = d.send(m.SendText(to="alice", text="hi\x1b[2J"))
+    assert isinstance(bad, m.Error) and bad.code == "bad_request" and "U+001B" in bad.message
+    assert isinstance(d.send(m.SendText(to="alice", text="two lines\n\tand a tab")), m.Ok)
+    # A ledger written before the check may hold such a claim: it loads, and releases.
+    assert isinstance(d.claim(a, "src/plain.py"), m.Granted)
+    history = [
+        msgspec.structs.replace(r, patterns=["src/we\nird.py"]) if isinstance(r, rec.ClaimGranted) else r for r in d.records
+    ]
+    later = Driver(history=history, now=d.now + 1)
+    assert [c.pattern for c in later.status().claims] == ["src/we\nird.py"]
+    released = later.send(m.Release(session=a, paths=["src/we\nird.py"]))
+    assert isinstance(released, m.Released) and released.patterns == ["src/we\nird.py"]
