@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+from . import jsontext
 from .errors import UsageError
 
 KEY_FILE = "curve.key"
@@ -76,7 +77,7 @@ def read_token(token: str) -> dict:
         raise UsageError(f"not a join token (it starts with {TOKEN_PREFIX!r}; get one with `lockstep invite NAME` on the coordinator's host)")
     text = token[len(TOKEN_PREFIX) :]
     try:
-        body = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        body = jsontext.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         fields = {
             "name": str(body["n"]),
             "endpoints": [str(e) for e in body["e"]],
