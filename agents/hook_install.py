@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.toolwrites import MCP_FILE_MATCHER
 from protocol import jsontext
 from protocol.errors import UsageError
 
@@ -55,7 +56,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "project": ".claude/settings.json",
         "user": ".claude/settings.json",
         "events": {
-            "PreToolUse": ("Write|Edit|MultiEdit|NotebookEdit|Bash", 30),
+            "PreToolUse": (f"Write|Edit|MultiEdit|NotebookEdit|Bash|{MCP_FILE_MATCHER}", 30),
             "PostToolUse": ("Write|Bash", 30),
             "UserPromptSubmit": (None, 30),
             "Stop": (None, STOP_TIMEOUT),
@@ -66,7 +67,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "project": ".codex/hooks.json",
         "user": ".codex/hooks.json",
         "events": {
-            "PreToolUse": ("Bash|apply_patch", 30),
+            "PreToolUse": (f"Bash|apply_patch|{MCP_FILE_MATCHER}", 30),
             "PostToolUse": ("Bash|apply_patch", 30),
             "UserPromptSubmit": (None, 30),
             "Stop": (None, STOP_TIMEOUT),

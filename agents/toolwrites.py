@@ -7,6 +7,8 @@ client      tool (``tool_name``)                   files it writes
 ==========  ====================================  ==========================================
 claude      Write, Edit, MultiEdit, NotebookEdit   ``tool_input.file_path`` / ``notebook_path``
 claude      Bash                                   ``agents.shellwrites`` on ``command``
+claude,     mcp__SERVER__write_file, edit_file,    ``path`` (``source`` and ``destination``
+codex       create_file, move_file                 for move_file): the MCP filesystem server
 codex       apply_patch                            ``agents.patches`` on ``tool_input.command``
                                                    (text, or the argv ``["apply_patch", PATCH]``)
 codex       Bash                                   ``agents.shellwrites`` on ``command``, and
@@ -49,6 +51,10 @@ FILE_TOOLS = {
 SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"Bash", "shell", "local_shell", "exec_command"}, "gemini": {"run_shell_command"}}
 PATCH_TOOLS = {"claude": set(), "codex": {"apply_patch"}, "gemini": set()}
 PATCH_COMMANDS = ("apply_patch", "applypatch")  # the names Codex runs a patch under
+# MCP tools that write files (the reference filesystem server's), which Claude Code and
+# Codex name ``mcp__SERVER__TOOL``, and the arguments that name the files.
+MCP_FILE_TOOLS = {"write_file": ("path",), "edit_file": ("path",), "create_file": ("path",), "move_file": ("source", "destination")}
+MCP_FILE_MATCHER = "mcp__.*__(write_file|edit_file|create_file|move_file)"  # for the hooks' settings
 MAX_GLOB_MATCHES = 1000
 
 
@@ -73,6 +79,10 @@ def targets(client: str, event: dict) -> Targets:
     if tool in FILE_TOOLS.get(client, ()):
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         return Targets([path] if isinstance(path, str) and path else [], [])
+    keys = mcp_file_arguments(tool) if client in ("claude", "codex") else None
+    if keys is not None:
+        paths = [tool_input.get(key) for key in keys]
+        return Targets([path for path in paths if isinstance(path, str) and path], [])
     if tool in PATCH_TOOLS.get(client, ()):
         from agents.patches import patch_files
 
@@ -95,6 +105,13 @@ def targets(client: str, event: dict) -> Targets:
             found.paths.extend(_patched_by_shell(words, here))
         return found
     return Targets([], [])
+
+
+def mcp_file_arguments(tool: object) -> tuple[str, ...] | None:
+    """The arguments naming files, if ``tool`` is an MCP tool that writes them."""
+    if isinstance(tool, str) and tool.startswith("mcp__") and tool.count("__") >= 2:
+        return MCP_FILE_TOOLS.get(tool.rsplit("__", 1)[1])
+    return None
 
 
 def _patched_by_shell(words: list, here: str) -> list[str]:

@@ -85,16 +85,16 @@ def _event_name(text: str) -> str | None:
 def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
     from agents import hooks
 
-    if '"Bash"' in text or '"PreToolUse"' not in text and '"PostToolUse"' not in text:
-        # a shell call (the files the command will write), or a turn's start or end
+    if '"Bash"' in text or '"mcp__' in text or '"PreToolUse"' not in text and '"PostToolUse"' not in text:
+        # a shell call (the files the command will write), an MCP tool that writes files,
+        # or a turn's start or end
         kind = _event_name(text)
         if kind in ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "UserPromptSubmit"):
+            from agents import toolwrites
             from protocol import jsontext
 
-            peek = jsontext.loads(text)
-            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or peek.get("tool_name") == "Bash":
-                from agents import toolwrites
-
+            tool = jsontext.loads(text).get("tool_name")
+            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or tool == "Bash" or toolwrites.mcp_file_arguments(tool) is not None:
                 answer = toolwrites.answer("claude", text, endpoint, fail_closed)
                 return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     event = hooks.parse_event(text)

@@ -29,8 +29,9 @@ def hook():
 def hook_claude(fail_closed, endpoint, as_json):
     """Claude Code hook: reads the event JSON on stdin.
 
-    Before Write/Edit/MultiEdit/NotebookEdit (and Bash: the files the command writes)
-    it asks for a write intent; a block answers `permissionDecision: deny` with the
+    Before Write/Edit/MultiEdit/NotebookEdit (and Bash: the files the command writes;
+    an MCP server's write_file, edit_file, create_file or move_file: the files it
+    names) it asks for a write intent; a block answers `permissionDecision: deny` with the
     holders, shown to the model. After Write it reads the file back and compares
     hashes; a lost write exits 2 so the model sees it. UserPromptSubmit starts a new
     turn; Stop and SubagentStop run verify on the worktree's content (unless it
@@ -85,7 +86,9 @@ def hook_codex(fail_closed, endpoint, as_json):
     """Codex hook (0.124+): reads the event JSON on stdin. Before apply_patch it asks
     for a write intent for every file of the envelope (Update, Add, Delete, Move to);
     before Bash, for the files the command writes (redirections, sed -i, cp, mv, rm,
-    git checkout --, ...). A block answers permissionDecision deny naming the holders;
+    git checkout --, an apply_patch heredoc, ...); before an MCP server's write_file,
+    edit_file, create_file or move_file, for the files it names. A block answers
+    permissionDecision deny naming the holders;
     a warning is a systemMessage and additionalContext. After the call it compares the
     worktree: a file it changed that another agent holds is a decision block telling
     the model. UserPromptSubmit starts a new turn; Stop runs the turn-end gate (as for
@@ -138,9 +141,11 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
     the worktree) or the same under your home folder (--user).
 
     Merges with what is there and touches nothing else; running it again changes
-    nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash,
+    nothing. Claude Code: PreToolUse on Write|Edit|MultiEdit|NotebookEdit|Bash and
+    MCP file tools (mcp__SERVER__write_file, edit_file, create_file, move_file),
     PostToolUse on Write|Bash, UserPromptSubmit, Stop and SubagentStop. Codex:
-    PreToolUse and PostToolUse on Bash|apply_patch, UserPromptSubmit and Stop. Gemini
+    PreToolUse on Bash|apply_patch and the same MCP file tools, PostToolUse on
+    Bash|apply_patch, UserPromptSubmit and Stop. Gemini
     CLI: BeforeTool and AfterTool on write_file|replace|run_shell_command, BeforeAgent
     and AfterAgent. Turn-end hooks get 600 s (they may wait for a verify run).
 

@@ -123,3 +123,17 @@ def test_the_mcp_server_exposes_the_verbs_as_tools(repo, coordinator):
     allowed = json.loads(replies[4]["result"]["content"][0]["text"])
     assert allowed["verdict"] == "allow" and not replies[4]["result"]["isError"]
     assert replies[5]["error"]["code"] == -32602
+
+
+def test_an_mcp_servers_file_tools_are_asked_for_like_the_clients_own(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "src/", "--agent", "alice", cwd=repo.root).rc == 0
+    event = {"hook_event_name": "PreToolUse", "session_id": "m1", "cwd": str(repo.other), "tool_name": "mcp__filesystem__write_file",
+             "tool_input": {"path": str(repo.other / "src" / "app.py"), "content": "x"}}
+    denied = _hook(event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+    decision = json.loads(denied.stdout)["hookSpecificOutput"]
+    assert denied.returncode == 0 and decision["permissionDecision"] == "deny" and "alice" in decision["permissionDecisionReason"]
+    event["tool_name"], event["tool_input"] = "mcp__fs__move_file", {"source": str(repo.other / "docs" / "a.md"), "destination": str(repo.other / "docs" / "b.md")}
+    allowed = _hook(event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+    assert allowed.returncode == 0 and allowed.stdout == ""
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]} == {"src/": "alice", "docs/a.md": "bob", "docs/b.md": "bob"}

@@ -126,3 +126,21 @@ def test_a_before_state_that_cannot_be_kept_is_said_or_denied_under_fail_closed(
     assert denied.get("decision") == "deny" or denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     monkeypatch.setattr(discovery, "locate", lambda cwd=None: discovery.Place(tmp_path, str(tmp_path), tmp_path / "s", in_git=False))
     assert toolwrites.answer(client, json.dumps(event)).stdout == "{}"  # no repository: nothing kept, nothing said
+
+
+def test_mcp_file_tools_name_their_files_and_other_mcp_tools_write_nothing() -> None:
+    """An agent writing through an MCP filesystem server (``mcp__fs__write_file``) once
+    wrote unseen: the hooks matched only the clients' own tools."""
+    def event(tool: str, **tool_input) -> dict:
+        return {"tool_name": tool, "tool_input": tool_input, "cwd": "/r"}
+
+    for client in ("claude", "codex"):
+        assert toolwrites.targets(client, event("mcp__filesystem__write_file", path="/r/a.py", content="x")).paths == ["/r/a.py"]
+        assert toolwrites.targets(client, event("mcp__fs__edit_file", path="b.py", edits=[])).paths == ["b.py"]
+        assert toolwrites.targets(client, event("mcp__fs__move_file", source="c.py", destination="d/c.py")).paths == ["c.py", "d/c.py"]
+        assert toolwrites.targets(client, event("mcp__fs__read_file", path="a.py")).paths == []
+        assert toolwrites.targets(client, event("mcp__fs__write_file", path=["not", "text"])).paths == []
+    assert toolwrites.targets("gemini", event("mcp__fs__write_file", path="a.py")).paths == []  # Gemini names MCP tools otherwise
+    from agents.hook_install import CLIENTS
+
+    assert "mcp__" in CLIENTS["claude"]["events"]["PreToolUse"][0] and "mcp__" in CLIENTS["codex"]["events"]["PreToolUse"][0]
