@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.toolwrites import MCP_FILE_MATCHER
+from agents.toolwrites import GEMINI_MCP_FILE_MATCHER, MCP_FILE_MATCHER
 from protocol import jsontext
 from protocol.errors import UsageError
 
@@ -77,7 +77,7 @@ CLIENTS: dict[str, dict[str, Any]] = {
         "project": ".gemini/settings.json",
         "user": ".gemini/settings.json",
         "events": {
-            "BeforeTool": ("write_file|replace|run_shell_command", 30_000),
+            "BeforeTool": (f"write_file|replace|run_shell_command|{GEMINI_MCP_FILE_MATCHER}", 30_000),
             "AfterTool": ("write_file|replace|run_shell_command", 30_000),
             "BeforeAgent": (None, 30_000),
             "AfterAgent": (None, STOP_TIMEOUT * 1000),

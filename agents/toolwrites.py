@@ -9,6 +9,8 @@ claude      Write, Edit, MultiEdit, NotebookEdit   ``tool_input.file_path`` / ``
 claude      Bash                                   ``agents.shellwrites`` on ``command``
 claude,     mcp__SERVER__write_file, edit_file,    ``path`` (``source`` and ``destination``
 codex       create_file, move_file                 for move_file): the MCP filesystem server
+gemini      edit_file, create_file, move_file,     the same (an MCP tool keeps its own name
+            SERVER__write_file, ...                unless another tool has it)
 codex       apply_patch                            ``agents.patches`` on ``tool_input.command``
                                                    (text, or the argv ``["apply_patch", PATCH]``)
 codex       Bash                                   ``agents.shellwrites`` on ``command``, and
@@ -51,10 +53,12 @@ FILE_TOOLS = {
 SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"Bash", "shell", "local_shell", "exec_command"}, "gemini": {"run_shell_command"}}
 PATCH_TOOLS = {"claude": set(), "codex": {"apply_patch"}, "gemini": set()}
 PATCH_COMMANDS = ("apply_patch", "applypatch")  # the names Codex runs a patch under
-# MCP tools that write files (the reference filesystem server's), which Claude Code and
-# Codex name ``mcp__SERVER__TOOL``, and the arguments that name the files.
+# MCP tools that write files (the reference filesystem server's), and the arguments that
+# name the files.  Claude Code and Codex name them ``mcp__SERVER__TOOL``; Gemini CLI by
+# the tool's own name, or ``SERVER__TOOL`` when another tool has it (its own write_file).
 MCP_FILE_TOOLS = {"write_file": ("path",), "edit_file": ("path",), "create_file": ("path",), "move_file": ("source", "destination")}
 MCP_FILE_MATCHER = "mcp__.*__(write_file|edit_file|create_file|move_file)"  # for the hooks' settings
+GEMINI_MCP_FILE_MATCHER = "edit_file|create_file|move_file|.*__(write_file|edit_file|create_file|move_file)"
 MAX_GLOB_MATCHES = 1000
 
 
@@ -79,7 +83,7 @@ def targets(client: str, event: dict) -> Targets:
     if tool in FILE_TOOLS.get(client, ()):
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         return Targets([path] if isinstance(path, str) and path else [], [])
-    keys = mcp_file_arguments(tool) if client in ("claude", "codex") else None
+    keys = mcp_file_arguments(tool, client)
     if keys is not None:
         paths = [tool_input.get(key) for key in keys]
         return Targets([path for path in paths if isinstance(path, str) and path], [])
@@ -107,9 +111,13 @@ def targets(client: str, event: dict) -> Targets:
     return Targets([], [])
 
 
-def mcp_file_arguments(tool: object) -> tuple[str, ...] | None:
+def mcp_file_arguments(tool: object, client: str) -> tuple[str, ...] | None:
     """The arguments naming files, if ``tool`` is an MCP tool that writes them."""
-    if isinstance(tool, str) and tool.startswith("mcp__") and tool.count("__") >= 2:
+    if not isinstance(tool, str):
+        return None
+    if client == "gemini":  # (its own write_file is a file tool, matched before this)
+        return MCP_FILE_TOOLS.get(tool.rsplit("__", 1)[-1])
+    if tool.startswith("mcp__") and tool.count("__") >= 2:
         return MCP_FILE_TOOLS.get(tool.rsplit("__", 1)[1])
     return None
 

@@ -94,7 +94,7 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
             from protocol import jsontext
 
             tool = jsontext.loads(text).get("tool_name")
-            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or tool == "Bash" or toolwrites.mcp_file_arguments(tool) is not None:
+            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or tool == "Bash" or toolwrites.mcp_file_arguments(tool, "claude") is not None:
                 answer = toolwrites.answer("claude", text, endpoint, fail_closed)
                 return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     event = hooks.parse_event(text)

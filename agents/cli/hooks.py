@@ -111,7 +111,8 @@ def hook_codex(fail_closed, endpoint, as_json):
 def hook_gemini(fail_closed, endpoint, as_json):
     """Gemini CLI hook: reads the event JSON on stdin. Before write_file and replace it
     asks for a write intent for the file; before run_shell_command, for the files the
-    command writes. A block answers {"decision": "deny", "reason": ...} naming the
+    command writes; before an MCP server's edit_file, create_file, move_file (or
+    SERVER__write_file), for the files it names. A block answers {"decision": "deny", "reason": ...} naming the
     holders; a warning is a systemMessage. AfterTool compares the worktree: a file the
     call changed that another agent holds is told to the model (additionalContext).
     BeforeAgent starts a new turn; AfterAgent runs the turn-end gate (decision deny
@@ -145,8 +146,9 @@ def hook_install(client, scope, uninstall, dry_run, command, as_json):
     MCP file tools (mcp__SERVER__write_file, edit_file, create_file, move_file),
     PostToolUse on Write|Bash, UserPromptSubmit, Stop and SubagentStop. Codex:
     PreToolUse on Bash|apply_patch and the same MCP file tools, PostToolUse on
-    Bash|apply_patch, UserPromptSubmit and Stop. Gemini
-    CLI: BeforeTool and AfterTool on write_file|replace|run_shell_command, BeforeAgent
+    Bash|apply_patch, UserPromptSubmit and Stop. Gemini CLI: BeforeTool on
+    write_file|replace|run_shell_command and MCP file tools, AfterTool on
+    write_file|replace|run_shell_command, BeforeAgent
     and AfterAgent. Turn-end hooks get 600 s (they may wait for a verify run).
 
     \b

@@ -104,7 +104,7 @@ def test_dry_run_diff_and_no_write(tmp_path: Path) -> None:
     assert set(json.loads(change.after)["hooks"]) == {"BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent"}
     assert path.read_text() == "{}\n"
     gemini_hook = json.loads(change.after)["hooks"]["BeforeTool"][0]
-    assert gemini_hook["matcher"] == "write_file|replace|run_shell_command"
+    assert gemini_hook["matcher"] == "write_file|replace|run_shell_command|edit_file|create_file|move_file|.*__(write_file|edit_file|create_file|move_file)"
     assert gemini_hook["hooks"][0]["name"] == "lockstep" and gemini_hook["hooks"][0]["timeout"] == 30_000
 
 

@@ -140,7 +140,12 @@ def test_mcp_file_tools_name_their_files_and_other_mcp_tools_write_nothing() -> 
         assert toolwrites.targets(client, event("mcp__fs__move_file", source="c.py", destination="d/c.py")).paths == ["c.py", "d/c.py"]
         assert toolwrites.targets(client, event("mcp__fs__read_file", path="a.py")).paths == []
         assert toolwrites.targets(client, event("mcp__fs__write_file", path=["not", "text"])).paths == []
-    assert toolwrites.targets("gemini", event("mcp__fs__write_file", path="a.py")).paths == []  # Gemini names MCP tools otherwise
+    # Gemini CLI keeps an MCP tool's own name, prefixed with its server only on a clash
+    assert toolwrites.targets("gemini", event("edit_file", path="a.py", edits=[])).paths == ["a.py"]
+    assert toolwrites.targets("gemini", event("filesystem__write_file", path="a.py", content="x")).paths == ["a.py"]
+    assert toolwrites.targets("gemini", event("write_file", file_path="/r/b.py", content="x")).paths == ["/r/b.py"]  # its own
+    assert toolwrites.targets("gemini", event("read_file", path="a.py")).paths == []
     from agents.hook_install import CLIENTS
 
-    assert "mcp__" in CLIENTS["claude"]["events"]["PreToolUse"][0] and "mcp__" in CLIENTS["codex"]["events"]["PreToolUse"][0]
+    for client, event_name in (("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")):
+        assert "move_file" in CLIENTS[client]["events"][event_name][0]
