@@ -152,10 +152,11 @@ def _shell_targets(command: object, here: str) -> Targets:
 def _folders_as_files(paths: list[str], unknown: list[str]) -> Targets:
     """A folder a command writes (``rm -r src``, ``chmod -R``, ``mv src lib``) is the
     files in it: an intent names concrete files, and one folder among the targets would
-    otherwise make the whole call uncoordinated.  A folder of more than
-    ``MAX_GLOB_MATCHES`` files is left to the after-call comparison."""
+    otherwise make the whole call uncoordinated.  Folders past ``MAX_GLOB_MATCHES``
+    files in all are left to the after-call comparison."""
     files: list[str] = []
     unknown = list(unknown)
+    expanded = 0  # files from folders, all together: one intent stays a bounded message
     for path in paths:
         if not os.path.isdir(path) or os.path.islink(path):
             files.append(path)
@@ -164,12 +165,13 @@ def _folders_as_files(paths: list[str], unknown: list[str]) -> Targets:
         for folder, subfolders, names in os.walk(path):
             subfolders[:] = sorted(d for d in subfolders if d != ".git")
             inside += [os.path.join(folder, name) for name in sorted(names)]
-            if len(inside) > MAX_GLOB_MATCHES:
+            if expanded + len(inside) > MAX_GLOB_MATCHES:
                 break
-        if len(inside) > MAX_GLOB_MATCHES:
-            unknown.append(f"{path} holds more than {MAX_GLOB_MATCHES} files: checked after the call")
+        if expanded + len(inside) > MAX_GLOB_MATCHES:
+            unknown.append(f"{path}: more than {MAX_GLOB_MATCHES} files in the folders this call writes: checked after the call")
         else:
             files += inside
+            expanded += len(inside)
     return Targets(files, unknown)
 
 

@@ -70,9 +70,12 @@ def test_a_folder_a_shell_command_writes_is_the_files_in_it(tmp_path, monkeypatc
     found = shell("rm -rf src && echo x > notes.txt")
     assert sorted(found.paths) == sorted(str(tmp_path / p) for p in ("src/a.py", "src/sub/b.py", "notes.txt"))
     assert shell("rm link").paths == [str(tmp_path / "link")]  # the link itself, not what it points to
-    monkeypatch.setattr(toolwrites, "MAX_GLOB_MATCHES", 1)
-    found = shell("chmod -R 644 src")
-    assert found.paths == [] and "holds more than 1 files: checked after the call" in found.unknown[0]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "c.md").write_text("c")
+    monkeypatch.setattr(toolwrites, "MAX_GLOB_MATCHES", 2)
+    found = shell("rm -r src docs")  # 3 files in all: the first folder fits, the second is left
+    assert sorted(found.paths) == sorted(str(tmp_path / p) for p in ("src/a.py", "src/sub/b.py"))
+    assert found.unknown == [f"{tmp_path / 'docs'}: more than 2 files in the folders this call writes: checked after the call"]
 
 
 def test_a_block_is_denied_in_each_clients_format() -> None:
