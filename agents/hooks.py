@@ -139,9 +139,12 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
     from agents.paths import repo_relative
     from protocol.discovery import locate
 
+    place = locate(cwd)
+    if not place.in_git:  # an editor outside any repository: nothing to coordinate
+        return "allow", "not in a git repository", ""
     try:
         # An editor names one concrete file: its '[', '*' or '?' are part of the name.
-        target = repo_relative(path, locate(cwd), cwd, literal=True)
+        target = repo_relative(path, place, cwd, literal=True)
     except PeerError:
         return "allow", "outside the repository", ""
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:

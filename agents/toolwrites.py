@@ -367,6 +367,8 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
     def resolve(path: str) -> str | None:
         if not places:
             places.append(locate(cwd))
+        if not places[0].in_git:
+            return None  # a client outside any repository: nothing to coordinate
         try:
             return repo_relative(path, places[0], cwd, literal=True)
         except LockstepError:

@@ -73,6 +73,12 @@ def let_end(message: str = "") -> str:
     return json.dumps({"systemMessage": message}) if message else "{}"
 
 
+def _in_git(cwd: str) -> bool:
+    from protocol.discovery import locate
+
+    return locate(cwd).in_git
+
+
 def _content(cwd: str) -> tuple[str, str]:
     """(worktree, content id) of the worktree holding ``cwd``."""
     from protocol.content import content_id
@@ -99,6 +105,8 @@ def turn_start(agent: str, event: dict, endpoint: str | None, client: str = "cla
     from protocol import messages as m
 
     cwd = str(event.get("cwd") or os.getcwd())
+    if not _in_git(cwd):
+        return "{}"  # a client outside any repository: no turn to track
     _, tree = _content(cwd)
     event_name = str(event.get("hook_event_name") or "UserPromptSubmit")
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
@@ -112,6 +120,8 @@ def turn_end(client: str, agent: str, event: dict, endpoint: str | None) -> str:
     from protocol import messages as m
 
     cwd = str(event.get("cwd") or os.getcwd())
+    if not _in_git(cwd):
+        return let_end()  # a client outside any repository: nothing to verify
     worktree, tree = _content(cwd)
     branch, head, committed = _commit_of(worktree)
     venv = os.environ.get("VIRTUAL_ENV", "")

@@ -99,6 +99,11 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
                 return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     event = hooks.parse_event(text)
     cwd = event.get("cwd") or os.getcwd()
+    if event.get("hook_event_name") == "PostToolUse":
+        from protocol.discovery import locate
+
+        if not locate(cwd).in_git:  # a write outside any repository: nothing to verify through a coordinator
+            return hooks.HookOutcome(0)
 
     def decide(agent: str, path: str) -> tuple[str, str, str]:
         return hooks.write_intent(agent, path, cwd, endpoint)

@@ -137,3 +137,29 @@ def test_an_mcp_servers_file_tools_are_asked_for_like_the_clients_own(repo, coor
     allowed = _hook(event, repo.other, {"LOCKSTEP_AGENT": "bob"})
     assert allowed.returncode == 0 and allowed.stdout == ""
     assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]} == {"src/": "alice", "docs/a.md": "bob", "docs/b.md": "bob"}
+
+
+def test_hooks_outside_any_git_repository_say_nothing(tmp_path):
+    """Hooks installed for the user (--user) run in every folder: outside a repository
+    every write once warned "no coordinator is running" and every stop printed a git
+    error. There is nothing to coordinate there: each event is answered with silence."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    events = {
+        "claude": [("PreToolUse", "Write"), ("PostToolUse", "Write"), ("PreToolUse", "Bash"), ("UserPromptSubmit", None), ("Stop", None)],
+        "codex": [("PreToolUse", "apply_patch"), ("PreToolUse", "Bash"), ("UserPromptSubmit", None), ("Stop", None)],
+        "gemini": [("BeforeTool", "write_file"), ("BeforeTool", "run_shell_command"), ("BeforeAgent", None), ("AfterAgent", None)],
+    }
+    tool_inputs = {
+        "Write": {"file_path": str(folder / "a.txt"), "content": "x"}, "write_file": {"file_path": str(folder / "a.txt"), "content": "x"},
+        "Bash": {"command": "echo x > b.txt"}, "run_shell_command": {"command": "echo x > b.txt"},
+        "apply_patch": {"command": "*** Begin Patch\n*** Add File: c.txt\n+x\n*** End Patch\n"},
+    }
+    for client, pairs in events.items():
+        for event_name, tool in pairs:
+            event = {"hook_event_name": event_name, "session_id": "s1", "cwd": str(folder), "stop_hook_active": False, "prompt": "hi"}
+            if tool:
+                event.update(tool_name=tool, tool_input=tool_inputs[tool])
+            answer = subprocess.run([*LOCKSTEP, "hook", client], input=json.dumps(event), cwd=folder, env=env_for({"LOCKSTEP_AGENT": "alice"}),
+                                    capture_output=True, text=True, timeout=30)
+            assert answer.returncode == 0 and answer.stdout.strip() in ("", "{}") and answer.stderr == "", (client, event_name, tool, answer)
