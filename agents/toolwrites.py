@@ -360,6 +360,7 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
     from agents.paths import repo_relative
     from protocol.discovery import locate
     from protocol.errors import LockstepError
+    from protocol.paths import CONTROL_CHARACTER
 
     cwd = str(event.get("cwd") or os.getcwd())
     places: list = []  # found on first use: a call writing nothing needs no git
@@ -370,9 +371,12 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         if not places[0].in_git:
             return None  # a client outside any repository: nothing to coordinate
         try:
-            return repo_relative(path, places[0], cwd, literal=True)
+            pattern = repo_relative(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
+        # A name with a control character is refused by the coordinator: asking for it
+        # would leave the call's other files uncoordinated too.
+        return None if CONTROL_CHARACTER.search(pattern) else pattern
 
     return resolve
 

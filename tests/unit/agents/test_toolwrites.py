@@ -152,3 +152,12 @@ def test_mcp_file_tools_name_their_files_and_other_mcp_tools_write_nothing() -> 
 
     for client, event_name in (("claude", "PreToolUse"), ("codex", "PreToolUse"), ("gemini", "BeforeTool")):
         assert "move_file" in CLIENTS[client]["events"][event_name][0]
+
+
+def test_a_name_with_a_control_character_is_not_asked_for_so_the_calls_other_files_are(tmp_path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    resolve = toolwrites._resolver({"cwd": str(tmp_path)})
+    assert resolve(str(tmp_path / "ok.txt")) == "ok.txt"
+    assert resolve(str(tmp_path / "esc\x1b[2J.txt")) is None

@@ -565,6 +565,11 @@ def test_names_and_messages_with_control_characters_are_refused_but_a_ledgers_ol
     for refused in (d.claim(a, "x\x1b]0;owned\x07.txt"), d.intent(a, "src/a\nb.py")):
         assert isinstance(refused, m.Error) and refused.code == "bad_path" and "control character" in refused.message
     assert d.status().claims == []
+    # A write seen after the fact still reports the call's other files.
+    seen = d.send(m.Wrote(session=a, paths=["ok.txt", "esc\x1b.txt"], source="test"))
+    assert isinstance(seen, m.Decision) and seen.paths == ["ok.txt"]
+    assert [c.pattern for c in d.status().claims] == ["ok.txt"]
+    d.send(m.Release(session=a, paths=["ok.txt"]))
     bad = d.send(m.SendText(to="alice", text="hi\x1b[2J"))
     assert isinstance(bad, m.Error) and bad.code == "bad_request" and "U+001B" in bad.message
     assert isinstance(d.send(m.SendText(to="alice", text="two lines\n\tand a tab")), m.Ok)
