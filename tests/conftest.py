@@ -14,3 +14,10 @@ settings.load_profile("lockstep")
 # pane drew 24 rows). A test that wants a size sets it itself.
 for _name in ("LINES", "COLUMNS"):
     os.environ.pop(_name, None)
+
+# The tests start thousands of Python processes (the CLI, hooks, coordinators, probe
+# workers). With PYTHONDONTWRITEBYTECODE in the environment each of them recompiles the
+# project's modules from source: ~0.5 s of CPU for every coordinator start, tens of ms for
+# every CLI call. An installed lockstep runs from bytecode, so the tests' processes may
+# write (and then read) __pycache__ too, as bench/bench_cli.py's do.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
