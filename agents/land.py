@@ -23,8 +23,8 @@ from protocol.errors import UsageError
 from protocol.gitrefs import git_dirs, head_branch, read_ref
 
 from .oneshot import CoordinatorUnreachable, expect, follow_coordinator, open_oneshot
+from .polling import Backoff
 
-POLL_INTERVAL = 0.2
 RESTART_PATIENCE = 60.0  # seconds to keep asking while the coordinator is away
 BUNDLE_LIMIT = m.MAX_MESSAGE_BYTES - 16 * 1024  # a remote clone's branch travels in its land request
 
@@ -85,6 +85,7 @@ def land(agent: str, *, branch: str | None = None, endpoint: str | None = None, 
 def follow(conn, job: str, place: Place | None, on_progress: Progress | None = None) -> m.Landing:
     """Ask where landing ``job`` stands until it is decided."""
     away_since: float | None = None
+    backoff = Backoff()
     while True:
         try:
             landing = expect(conn.request(m.LandQuery(job=job)), m.Landing)
@@ -100,4 +101,4 @@ def follow(conn, job: str, place: Place | None, on_progress: Progress | None = N
             on_progress(landing)
         if landing.stage == "finished":
             return landing
-        time.sleep(POLL_INTERVAL)
+        backoff.pause()

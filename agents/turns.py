@@ -43,11 +43,12 @@ import json
 import os
 import time
 
+from agents.polling import Backoff
+
 TURN_STARTS = {"claude": {"UserPromptSubmit"}, "codex": {"UserPromptSubmit"}, "gemini": {"BeforeAgent"}}
 TURN_ENDS = {"claude": {"Stop", "SubagentStop"}, "codex": {"Stop", "SubagentStop"}, "gemini": {"AfterAgent"}}
 REASON_LIMIT = 6000  # characters of failure report a blocked stop hands the model
 OUTPUT_LIMIT = 2500  # of one check's output within it
-POLL_INTERVAL = 0.2
 UNCOMMITTED_SHOWN = 20  # files a stop blocked on uncommitted changes lists
 
 
@@ -157,11 +158,12 @@ def _wait(conn, job: str):
     from protocol import messages as m
 
     deadline = time.monotonic() + wait_limit()
+    backoff = Backoff()
     while time.monotonic() < deadline:
         reply = expect(conn.request(m.JobQuery(job=job)), m.JobReply)
         if reply.gate is not None:
             return reply.gate
-        time.sleep(POLL_INTERVAL)  # polling the job's state, bounded by the deadline
+        backoff.pause()  # polling the job's state, bounded by the deadline
     return None
 
 
@@ -171,11 +173,12 @@ def _wait_landing(conn, job: str):
     from protocol import messages as m
 
     deadline = time.monotonic() + wait_limit()
+    backoff = Backoff()
     while time.monotonic() < deadline:
         landing = expect(conn.request(m.LandQuery(job=job)), m.Landing)
         if landing.stage == "finished":
             return landing
-        time.sleep(POLL_INTERVAL)  # polling the landing's state, bounded by the deadline
+        backoff.pause()  # polling the landing's state, bounded by the deadline
     return None
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from agents.oneshot import (
     open_oneshot,
     resolve_endpoint,
 )
+from agents.polling import Backoff
 from protocol import discovery, jsontext
 from protocol import messages as m
 from protocol.errors import LockstepError, UsageError
@@ -44,8 +44,6 @@ from .base import (
     main,
 )
 from .output import plain
-
-POLL_INTERVAL = 0.2
 
 
 def _mark(result: dict) -> str:
@@ -92,6 +90,7 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
     expect(accepted, m.Accepted)
     shown = 0
     interactive = sys.stderr.isatty() and not as_json
+    backoff = Backoff()
     while True:
         reply = expect(conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
         if not as_json:
@@ -102,7 +101,7 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
                 click.echo(f"  … job {reply.job}: {reply.done}/{reply.total or '?'} done\r", nl=False, err=True)
         if reply.gate is not None:
             return reply.gate
-        time.sleep(POLL_INTERVAL)
+        backoff.pause()
 
 
 def _finish(gate: m.Gate, as_json: bool) -> None:
