@@ -1,6 +1,8 @@
 """Settings shared by every test."""
 
+import compileall
 import os
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -16,8 +18,13 @@ for _name in ("LINES", "COLUMNS"):
     os.environ.pop(_name, None)
 
 # The tests start thousands of Python processes (the CLI, hooks, coordinators, probe
-# workers). With PYTHONDONTWRITEBYTECODE in the environment each of them recompiles the
-# project's modules from source: ~0.5 s of CPU for every coordinator start, tens of ms for
-# every CLI call. An installed lockstep runs from bytecode, so the tests' processes may
-# write (and then read) __pycache__ too, as bench/bench_cli.py's do.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# workers). Without bytecode each of them compiles the project's modules from source
+# again: ~0.5 s of CPU for every coordinator start, tens of ms for every CLI call. An
+# installed lockstep runs from bytecode (pip compiles it), so the project's modules are
+# compiled once here, before any test starts. Only into the project's own __pycache__:
+# the environment is left as it is (under PYTHONDONTWRITEBYTECODE the processes still
+# read the bytecode but write none, in the project or in the tests' repositories).
+if "PYTEST_XDIST_WORKER" not in os.environ:  # once, in the process that starts the workers
+    _project = Path(__file__).resolve().parents[1]
+    for _package in ("protocol", "coordinator", "agents", "probes", "ledger", "tests"):
+        compileall.compile_dir(_project / _package, quiet=1)
