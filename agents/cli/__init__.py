@@ -6,8 +6,9 @@ module adds its verbs to the group when imported: ``serve`` (serve, stop), ``cla
 ``checks`` (check, verify, done, plan), ``inbox`` (tasks, send, inbox) and ``hooks``
 (hook, guard, mcp).  The group
 imports a module only when one of its verbs runs (``base.VERB_MODULES``), and the
-entry point (``fast.run``) answers ``intent`` and ``hook claude`` without importing
-click at all, so the calls an agent makes on every edit start fast.
+entry point (``fast.run``) answers ``intent``, ``hook claude`` and ``status`` without
+importing click at all, so the calls an agent makes on every edit (and a script's
+polling of ``status``) start fast.
 
 ``main`` (the click group) is imported on first use: importing this package costs
 nothing, so the entry point's fast path stays fast.

@@ -1,13 +1,13 @@
-"""The `lockstep` entry point, with a fast path for the verbs agents run on every edit.
+"""The `lockstep` entry point, with a fast path for the verbs run most often.
 
 An editor runs `lockstep hook claude` before every edit and scripts run `lockstep
-intent` before every write, so their start-up is the agent's wait.  Importing click
-alone costs about as much as the whole request (~20 ms of ~95 ms measured on 2 cores,
-see bench/README.md), so these two verbs are parsed here without click when their
-arguments are plain (known options with a separate value, no `--opt=value`, no
-repeats, no `--`, no help); anything else falls through to the click group, which
-parses, helps and reports errors as it always has.  The bodies below are the only
-implementation of the two verbs: the click commands call the same functions, so both
+intent` before every write, so their start-up is the agent's wait; scripts and
+monitors poll `lockstep status --json`.  Importing click alone costs about as much as
+the whole request (~20 ms of ~95 ms measured on 2 cores, see bench/README.md), so these
+three verbs are parsed here without click when their arguments are plain (known
+options with a separate value, no `--opt=value`, no repeats, no `--`, no help);
+anything else falls through to the click group, which parses, helps and reports errors
+as it always has.  The bodies below are the only implementation of the three verbs: the click commands call the same functions, so both
 paths print the same bytes and exit with the same codes.
 """
 
@@ -120,6 +120,20 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
     return hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
 
 
+@handle_errors
+def status(agent: str | None, path: str | None, endpoint: str | None, as_json: bool) -> None:
+    """`lockstep status`: the mode, agents and claims (only ``agent``'s, only those
+    overlapping ``path``)."""
+    from protocol import messages as m
+
+    from .output import ask
+    from .statusview import status_payload, status_text
+
+    pattern = repo_paths([path])[0] if path is not None else None
+    reply = ask(endpoint, m.Status(agent=agent, path=pattern))
+    out(as_json, status_payload(reply), status_text(reply))
+
+
 # ---------------------------------------------------------------------- the fast path
 
 def _parse(args: list[str], flags: set[str], values: set[str]) -> tuple[dict, list[str]] | None:
@@ -168,9 +182,19 @@ def _fast_hook_claude(args: list[str]) -> Callable[[], None] | None:
     return lambda: hook_claude("--fail-closed" in options, options.get("--endpoint"), as_json="--json" in options)
 
 
+def _fast_status(args: list[str]) -> Callable[[], None] | None:
+    parsed = _parse(args, {"--json"}, {"--agent", "--path", "--endpoint"})
+    if parsed is None or parsed[1]:
+        return None
+    options = parsed[0]  # --agent has no environment default here, as in the click command
+    return lambda: status(options.get("--agent"), options.get("--path"), options.get("--endpoint"), as_json="--json" in options)
+
+
 def _fast(argv: list[str]) -> Callable[[], None] | None:
     if argv[:1] == ["intent"]:
         return _fast_intent(argv[1:])
+    if argv[:1] == ["status"]:
+        return _fast_status(argv[1:])
     if argv[:2] == ["hook", "claude"]:
         return _fast_hook_claude(argv[2:])
     return None

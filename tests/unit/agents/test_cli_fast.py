@@ -1,4 +1,4 @@
-"""The entry point's fast path: plain command lines of `intent` and `hook claude` are
+"""The entry point's fast path: plain command lines of `intent`, `hook claude` and `status` are
 run without click, and everything else goes to the click group unchanged."""
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ PROJECT = Path(__file__).resolve().parents[3]
         ["intent", "--agent", "bob", "a.py", "--token", "12", "--endpoint", "ipc:///x"],
         ["hook", "claude"],
         ["hook", "claude", "--fail-closed", "--json", "--endpoint", "tcp://127.0.0.1:5"],
+        ["status"],
+        ["status", "--json"],
+        ["status", "--agent", "bob", "--path", "src/**", "--endpoint", "ipc:///x", "--json"],
     ],
 )
 def test_plain_command_lines_take_the_fast_path(argv):
@@ -33,7 +36,7 @@ def test_plain_command_lines_take_the_fast_path(argv):
     [
         [],
         ["--help"],
-        ["status", "--json"],
+        ["claim", "a.py", "--json"],
         ["intent"],  # a missing PATH: click says so
         ["intent", "--help"],
         ["intent", "-h", "a.py"],
@@ -50,6 +53,11 @@ def test_plain_command_lines_take_the_fast_path(argv):
         ["hook", "claude", "--help"],
         ["hook", "codex"],
         ["hook", "claude", "--token", "1"],
+        ["status", "extra"],  # click's "unexpected extra argument"
+        ["status", "--agent"],
+        ["status", "--json", "--json"],
+        ["status", "--path=src"],
+        ["status", "-h"],
     ],
 )
 def test_anything_else_goes_to_click(argv):
@@ -69,9 +77,19 @@ def test_the_agent_comes_from_the_flag_then_the_environment(monkeypatch):
     assert seen["agent"] is None
 
 
+def test_status_takes_no_agent_from_the_environment(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(fast, "status", lambda agent, path, endpoint, as_json: seen.update(agent=agent, path=path, as_json=as_json))
+    monkeypatch.setenv("LOCKSTEP_AGENT", "env-agent")  # the click command's --agent has no envvar either
+    fast._fast(["status", "--json"])()
+    assert seen == {"agent": None, "path": None, "as_json": True}
+    fast._fast(["status", "--path", "src/", "--agent", "bob"])()
+    assert seen == {"agent": "bob", "path": "src/", "as_json": False}
+
+
 def test_the_hot_path_imports_no_click_and_no_event_loop():
     code = (
-        "import sys, agents.cli, agents.cli.fast, agents.oneshot, agents.hooks, agents.paths\n"
+        "import sys, agents.cli, agents.cli.fast, agents.cli.statusview, agents.oneshot, agents.hooks, agents.paths\n"
         "heavy = ('click', 'trio', 'rich', 'coordinator', 'tomllib', 'difflib', 'importlib.metadata', 'probes')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'importlib.metadata'))\n"
     )
