@@ -1,7 +1,9 @@
 """Encoding and decoding, with errors by who is at fault.
 
 One encoder and one decoder per direction are built once and reused (msgspec decoders
-are cheap to call and costly to build).  ``decode_request`` turns every way a peer can
+are cheap to call and costly to build: ~4 ms each for requests and replies).  The
+decoders are built on first use: a one-shot client never decodes a request, and it
+starts on every hook call.  ``decode_request`` turns every way a peer can
 get a frame wrong into a ``PeerError`` with a code the client can act on.
 
 Hostile frames: msgspec decodes nested containers recursively, and a ~100 KB frame of
@@ -27,12 +29,18 @@ from .messages import (
 )
 
 _encoder = msgspec.msgpack.Encoder()
-_request_decoder = msgspec.msgpack.Decoder(ClientMessage)
-_reply_decoder = msgspec.msgpack.Decoder(ServerMessage)
-_publication_decoder = msgspec.msgpack.Decoder(Publication)
-_sniff_decoder = msgspec.msgpack.Decoder(dict[str, object])
+_decoders: dict[str, msgspec.msgpack.Decoder] = {}
+_DECODED = {"request": ClientMessage, "reply": ServerMessage, "publication": Publication, "sniff": dict[str, object]}
 
 encode = _encoder.encode
+
+
+def _decoder(kind: str) -> msgspec.msgpack.Decoder:
+    """The decoder of ``kind`` (a key of ``_DECODED``), built the first time it is needed."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.msgpack.Decoder(_DECODED[kind])
+    return decoder
 
 MAX_DEPTH = 64  # nested containers in one message (real requests use fewer than 10)
 MAX_ELEMENTS = 100_000  # array items plus map keys and values, in all
@@ -100,7 +108,7 @@ def decode_request(frame: bytes):
         raise PeerError("too_large", f"message of {len(frame)} bytes exceeds the cap of {MAX_MESSAGE_BYTES}")
     check_shape(frame)
     try:
-        return _request_decoder.decode(frame)
+        return _decoder("request").decode(frame)
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and "`$.type`" in text:
@@ -116,15 +124,15 @@ def sniff_req(frame: bytes) -> int:
     """Best effort: the ``req`` of a frame we refuse, so the client can match the error."""
     try:
         check_shape(frame)
-        req = _sniff_decoder.decode(frame).get("req", 0)
+        req = _decoder("sniff").decode(frame).get("req", 0)
     except Exception:  # whatever is wrong with the frame was already reported
         return 0
     return req if type(req) is int else 0  # not a bool
 
 
 def decode_reply(frame: bytes):
-    return _reply_decoder.decode(frame)
+    return _decoder("reply").decode(frame)
 
 
 def decode_publication(frame: bytes) -> Publication:
-    return _publication_decoder.decode(frame)
+    return _decoder("publication").decode(frame)
