@@ -6,7 +6,7 @@ module adds its verbs to the group when imported: ``serve`` (serve, stop), ``cla
 ``checks`` (check, verify, done, plan), ``inbox`` (tasks, send, inbox) and ``hooks``
 (hook, guard, mcp).  The group
 imports a module only when one of its verbs runs (``base.VERB_MODULES``), and the
-entry point (``fast.run``) answers ``intent``, ``hook claude`` and ``status`` without
+entry point (``fast.run``) answers ``intent``, ``claim``, ``hook claude`` and ``status`` without
 importing click at all, so the calls an agent makes on every edit (and a script's
 polling of ``status``) start fast.
 

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
-import sys
-import time
 
 import click
 
 from protocol import messages as m
 
 from .base import (
-    EXIT_REFUSED,
     EXIT_USAGE,
     Failure,
     _as_agent,
-    _conflict_lines,
     _out,
     _paths,
-    _seconds,
     agent_option,
     ask,
     endpoint_option,
@@ -27,40 +21,6 @@ from .base import (
     json_option,
     main,
 )
-
-
-def _claim_payload(reply: m.Granted | m.Refused) -> dict:
-    if isinstance(reply, m.Granted):
-        return {"granted": True, "token": reply.token, "patterns": reply.patterns, "conflicts": [], "warnings": reply.warnings}
-    return {"granted": False, "token": None, "reason": reply.reason, "conflicts": reply.conflicts, "warnings": [], "stale": reply.stale}
-
-
-class _Spinner:
-    """One line on a terminal's stderr, redrawn: a spinner, what we wait for, the time left."""
-
-    FRAMES = "|/-\\"
-    FRAME_S = 0.1
-
-    def __init__(self) -> None:
-        self.frame = 0
-
-    def wait(self, seconds: float, what: str, deadline: float) -> None:
-        end = time.monotonic() + seconds
-        while True:
-            now = time.monotonic()
-            left = max(0.0, deadline - now)
-            self.frame += 1
-            width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
-            line = f"{self.FRAMES[self.frame % len(self.FRAMES)]} lockstep: {what}; {left:.0f}s left"
-            sys.stderr.write("\r" + line[:width] + "\x1b[K")
-            sys.stderr.flush()
-            if now >= end:
-                return
-            time.sleep(min(self.FRAME_S, end - now))
-
-    def clear(self) -> None:
-        sys.stderr.write("\r\x1b[K")
-        sys.stderr.flush()
 
 
 @main.command()
@@ -93,51 +53,9 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
       lockstep claim 'src/**/*.py' --shared --ttl 30m --agent bob
       lockstep claim src/app.py --wait 2m --json --agent bob
     """
-    patterns = _paths(paths, literal=literal)
-    if pid is not None:
-        import psutil
+    from .claimverb import claim as claim_verb
 
-        if pid <= 0 or not psutil.pid_exists(pid):
-            raise Failure("bad_request", f"--pid {pid}: no such process on this machine", EXIT_USAGE)
-    ttl_s = None if ttl is None else _seconds(ttl, "--ttl")
-    wait_s = 0.0 if wait is None else _seconds(wait, "--wait")
-
-    def body(session):
-        deadline = time.monotonic() + wait_s
-        waiting_for = None
-        spinner = _Spinner() if wait_s and sys.stderr.isatty() else None
-        try:
-            retry = False
-            while True:
-                reply = session.claim(patterns, shared=shared, ttl=ttl_s, retry=retry)
-                retry = True  # one claim.refused in the ledger per wait, not one per retry
-                left = deadline - time.monotonic()
-                if isinstance(reply, m.Granted) or left <= 0:
-                    return reply
-                holders = ", ".join(sorted({f"{c.holder} ({c.pattern})" for c in reply.conflicts})) or reply.reason
-                hint = min((c.retry_after for c in reply.conflicts if c.retry_after), default=None)
-                pause = min(left, max(0.05, hint) if hint else 0.2)
-                if spinner is not None:  # a terminal: who we wait for and the time left, redrawn
-                    spinner.wait(pause, f"waiting for {holders}", deadline)
-                    continue
-                if holders != waiting_for:  # say who we wait for, once per change (stderr: stdout stays one document)
-                    waiting_for = holders
-                    click.echo(f"lockstep: waiting up to {left:.0f}s for {holders}", err=True)
-                time.sleep(pause)
-        finally:
-            if spinner is not None:
-                spinner.clear()
-
-    reply = _as_agent(agent, endpoint, pid, body)
-    payload = _claim_payload(reply)
-    if isinstance(reply, m.Granted):
-        text = f"granted {', '.join(reply.patterns)} (token {reply.token})"
-        if reply.warnings:
-            text += "\nwarnings:\n" + _conflict_lines(reply.warnings)
-        _out(as_json, payload, text)
-        return
-    _out(as_json, payload, f"refused: {reply.reason}")
-    sys.exit(EXIT_REFUSED)
+    claim_verb(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json=as_json)
 
 
 @main.command()

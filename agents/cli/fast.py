@@ -1,13 +1,13 @@
 """The `lockstep` entry point, with a fast path for the verbs run most often.
 
 An editor runs `lockstep hook claude` before every edit and scripts run `lockstep
-intent` before every write, so their start-up is the agent's wait; scripts and
-monitors poll `lockstep status --json`.  Importing click alone costs about as much as
-the whole request (~20 ms of ~95 ms measured on 2 cores, see bench/README.md), so these
-three verbs are parsed here without click when their arguments are plain (known
+intent` before every write (or `lockstep claim` first), so their start-up is the agent's
+wait; scripts and monitors poll `lockstep status --json`.  Importing click alone costs
+about as much as the whole request (~20 ms of ~95 ms measured on 2 cores, see
+bench/README.md), so these four verbs are parsed here without click when their arguments are plain (known
 options with a separate value, no `--opt=value`, no repeats, no `--`, no help);
 anything else falls through to the click group, which parses, helps and reports errors
-as it always has.  The bodies below are the only implementation of the three verbs: the click commands call the same functions, so both
+as it always has.  The bodies below (and ``claimverb.claim``) are the only implementation of the four verbs: the click commands call the same functions, so both
 paths print the same bytes and exit with the same codes.
 """
 
@@ -182,6 +182,29 @@ def _fast_hook_claude(args: list[str]) -> Callable[[], None] | None:
     return lambda: hook_claude("--fail-closed" in options, options.get("--endpoint"), as_json="--json" in options)
 
 
+def _fast_claim(args: list[str]) -> Callable[[], None] | None:
+    parsed = _parse(args, {"--json", "--literal", "--shared"}, {"--agent", "--endpoint", "--ttl", "--wait", "--pid"})
+    if parsed is None or not parsed[1]:
+        return None
+    options, paths = parsed
+    pid = options.get("--pid")
+    if pid is not None:
+        if not pid.isascii() or not pid.isdigit():
+            return None  # let click judge anything but plain digits
+        pid = int(pid)
+    agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
+
+    def run_claim() -> None:
+        from .claimverb import claim
+
+        claim(
+            tuple(paths), "--shared" in options, options.get("--ttl"), options.get("--wait"), "--literal" in options,
+            agent, pid, options.get("--endpoint"), as_json="--json" in options,
+        )
+
+    return run_claim
+
+
 def _fast_status(args: list[str]) -> Callable[[], None] | None:
     parsed = _parse(args, {"--json"}, {"--agent", "--path", "--endpoint"})
     if parsed is None or parsed[1]:
@@ -195,6 +218,8 @@ def _fast(argv: list[str]) -> Callable[[], None] | None:
         return _fast_intent(argv[1:])
     if argv[:1] == ["status"]:
         return _fast_status(argv[1:])
+    if argv[:1] == ["claim"]:
+        return _fast_claim(argv[1:])
     if argv[:2] == ["hook", "claude"]:
         return _fast_hook_claude(argv[2:])
     return None

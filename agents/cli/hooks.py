@@ -355,7 +355,7 @@ def mcp_server(agent, endpoint, as_json):
 
     from .base import _need_agent
     from .checks import _run_job
-    from .claims import _claim_payload
+    from .claimverb import claim_payload as _claim_payload
     from .state import _status_payload
 
     name = _need_agent(agent)

@@ -1,4 +1,4 @@
-"""The entry point's fast path: plain command lines of `intent`, `hook claude` and `status` are
+"""The entry point's fast path: plain command lines of `intent`, `claim`, `hook claude` and `status` are
 run without click, and everything else goes to the click group unchanged."""
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ PROJECT = Path(__file__).resolve().parents[3]
         ["status"],
         ["status", "--json"],
         ["status", "--agent", "bob", "--path", "src/**", "--endpoint", "ipc:///x", "--json"],
+        ["claim", "a.py"],
+        ["claim", "a.py", "b/", "--shared", "--literal", "--json", "--ttl", "30m", "--wait", "2s", "--pid", "1", "--agent", "bob"],
     ],
 )
 def test_plain_command_lines_take_the_fast_path(argv):
@@ -36,7 +38,7 @@ def test_plain_command_lines_take_the_fast_path(argv):
     [
         [],
         ["--help"],
-        ["claim", "a.py", "--json"],
+        ["release", "a.py", "--json"],
         ["intent"],  # a missing PATH: click says so
         ["intent", "--help"],
         ["intent", "-h", "a.py"],
@@ -58,6 +60,12 @@ def test_plain_command_lines_take_the_fast_path(argv):
         ["status", "--json", "--json"],
         ["status", "--path=src"],
         ["status", "-h"],
+        ["claim"],  # a missing PATH
+        ["claim", "a.py", "--pid", "x"],  # click's "not a valid integer"
+        ["claim", "a.py", "--pid", "-1"],
+        ["claim", "a.py", "--ttl"],
+        ["claim", "a.py", "--shared", "--shared"],
+        ["claim", "--help"],
     ],
 )
 def test_anything_else_goes_to_click(argv):
@@ -77,6 +85,18 @@ def test_the_agent_comes_from_the_flag_then_the_environment(monkeypatch):
     assert seen["agent"] is None
 
 
+def test_claim_takes_its_agent_from_the_flag_then_the_environment(monkeypatch):
+    from agents.cli import claimverb
+
+    seen = {}
+    monkeypatch.setattr(claimverb, "claim", lambda *args, as_json: seen.update(args=args, as_json=as_json))
+    monkeypatch.setenv("LOCKSTEP_AGENT", "env-agent")
+    fast._fast(["claim", "a.py", "--pid", "12", "--wait", "2s"])()
+    assert seen == {"args": (("a.py",), False, None, "2s", False, "env-agent", 12, None), "as_json": False}
+    fast._fast(["claim", "a.py", "b/", "--agent", "flag-agent", "--shared", "--json"])()
+    assert seen == {"args": (("a.py", "b/"), True, None, None, False, "flag-agent", None, None), "as_json": True}
+
+
 def test_status_takes_no_agent_from_the_environment(monkeypatch):
     seen = {}
     monkeypatch.setattr(fast, "status", lambda agent, path, endpoint, as_json: seen.update(agent=agent, path=path, as_json=as_json))
@@ -89,7 +109,7 @@ def test_status_takes_no_agent_from_the_environment(monkeypatch):
 
 def test_the_hot_path_imports_no_click_and_no_event_loop():
     code = (
-        "import sys, agents.cli, agents.cli.fast, agents.cli.statusview, agents.oneshot, agents.hooks, agents.paths\n"
+        "import sys, agents.cli, agents.cli.fast, agents.cli.statusview, agents.cli.claimverb, agents.oneshot, agents.hooks, agents.paths\n"
         "heavy = ('click', 'trio', 'rich', 'coordinator', 'tomllib', 'difflib', 'importlib.metadata', 'probes')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'importlib.metadata'))\n"
     )
