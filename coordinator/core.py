@@ -929,8 +929,8 @@ class Core:
         agent = self._session(msg.session, now)
         # A name with a control character cannot be coordinated (_parse_new_patterns);
         # it must not cost the report the other files the call wrote.
-        paths = [text for text in msg.paths if not CONTROL_CHARACTER.search(text)] or msg.paths
-        decision = self._intent(agent, paths, None, msg.head, msg.req, now)
+        coordinated = [text for text in msg.paths if not CONTROL_CHARACTER.search(text)] or msg.paths
+        decision = self._intent(agent, coordinated, None, msg.head, msg.req, now)
         held = [c for c in decision.conflicts if c.holder != agent.name]
         if held:
             paths = sorted({p for p in decision.paths if any(overlaps(Pattern.parse(c.pattern), Pattern.parse(p)) for c in held)})

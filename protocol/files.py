@@ -3,8 +3,8 @@ as much of it as the reader can hold.
 
 A path in a worktree may be a symlink to ``/dev/zero`` or ``/dev/urandom`` (endless:
 read whole, it takes all memory), a FIFO (``open`` blocks until a writer comes, which
-may be never), a socket, or a file of many GB.  Each of those once hung or blew up a
-probe worker or ``lockstep run``'s watcher.  So a file is opened without blocking,
+may be never), a socket, or a file of many GB (a handoff check of a symlink to
+``/dev/zero`` once grew its worker by GBs until the timeout).  So a file is opened without blocking,
 checked to be a regular file on the open descriptor (no window for a swap between a
 check and the open), and read up to a limit.
 """
