@@ -74,18 +74,16 @@ def let_end(message: str = "") -> str:
     return json.dumps({"systemMessage": message}) if message else "{}"
 
 
-def _in_git(cwd: str) -> bool:
-    from protocol.discovery import locate
-
-    return locate(cwd).in_git
-
-
-def _content(cwd: str) -> tuple[str, str]:
-    """(worktree, content id) of the worktree holding ``cwd``."""
+def _content(cwd: str) -> tuple[str, str] | None:
+    """(worktree, content id) of the worktree holding ``cwd``; None outside any git
+    repository (a client there has no turn to track and nothing to verify)."""
     from protocol.content import content_id
     from protocol.discovery import locate
 
-    worktree = str(locate(cwd).worktree)
+    place = locate(cwd)
+    if not place.in_git:
+        return None
+    worktree = str(place.worktree)
     return worktree, content_id(worktree)
 
 
@@ -106,9 +104,10 @@ def turn_start(agent: str, event: dict, endpoint: str | None, client: str = "cla
     from protocol import messages as m
 
     cwd = str(event.get("cwd") or os.getcwd())
-    if not _in_git(cwd):
-        return "{}"  # a client outside any repository: no turn to track
-    _, tree = _content(cwd)
+    content = _content(cwd)
+    if content is None:
+        return "{}"
+    _, tree = content
     event_name = str(event.get("hook_event_name") or "UserPromptSubmit")
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
         session.call(lambda s: m.TurnStart(session=s, tree=tree))
@@ -121,9 +120,10 @@ def turn_end(client: str, agent: str, event: dict, endpoint: str | None) -> str:
     from protocol import messages as m
 
     cwd = str(event.get("cwd") or os.getcwd())
-    if not _in_git(cwd):
-        return let_end()  # a client outside any repository: nothing to verify
-    worktree, tree = _content(cwd)
+    content = _content(cwd)
+    if content is None:
+        return let_end()
+    worktree, tree = content
     branch, head, committed = _commit_of(worktree)
     venv = os.environ.get("VIRTUAL_ENV", "")
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:

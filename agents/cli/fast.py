@@ -159,16 +159,19 @@ def _parse(args: list[str], flags: set[str], values: set[str]) -> tuple[dict, li
     return options, positionals
 
 
+def _digits(text: str) -> int | None:
+    """The number plain ASCII digits spell; None for anything else (click judges it)."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _fast_intent(args: list[str]) -> Callable[[], None] | None:
     parsed = _parse(args, {"--json", "--literal"}, {"--agent", "--endpoint", "--token"})
     if parsed is None or not parsed[1]:
         return None
     options, paths = parsed
     token = options.get("--token")
-    if token is not None:
-        if not token.isascii() or not token.isdigit():
-            return None  # let click judge anything but plain digits
-        token = int(token)
+    if token is not None and (token := _digits(token)) is None:
+        return None
     agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
     extra = {"literal": True} if "--literal" in options else {}
     return lambda: intent(tuple(paths), token, agent, options.get("--endpoint"), as_json="--json" in options, **extra)
@@ -188,10 +191,8 @@ def _fast_claim(args: list[str]) -> Callable[[], None] | None:
         return None
     options, paths = parsed
     pid = options.get("--pid")
-    if pid is not None:
-        if not pid.isascii() or not pid.isdigit():
-            return None  # let click judge anything but plain digits
-        pid = int(pid)
+    if pid is not None and (pid := _digits(pid)) is None:
+        return None
     agent = options.get("--agent") or os.environ.get("LOCKSTEP_AGENT") or None
 
     def run_claim() -> None:

@@ -272,9 +272,7 @@ def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, 
     from .conftest import cli
 
     origin = make_repo(tmp_path / "origin")
-    (origin.root / "lockstep.toml").write_text('[checks.content]\ncmd = "cat only-in-the-clone.txt"\n')
-    _git(origin.root, "add", "lockstep.toml")
-    _git(origin.root, "commit", "-q", "-m", "a check")
+    _commit_config(origin.root, '[checks.content]\ncmd = "cat only-in-the-clone.txt"\n')
     import socket
 
     with socket.socket() as s:
@@ -341,11 +339,16 @@ def _workers(net: Net, root: Path) -> dict[str, dict]:
     return {w["agent"]: w for w in net.status(root)["statistics"]["workers"]["workers"]}
 
 
+def _commit_config(root: Path, text: str) -> None:
+    """``lockstep.toml`` committed on the origin's main, where every clone gets it."""
+    (root / "lockstep.toml").write_text(text)
+    _git(root, "add", "lockstep.toml")
+    _git(root, "commit", "-q", "-m", "lockstep.toml")
+
+
 def _origin_with_a_check(origin, check: str) -> None:
     rule = '[[rule]]\nfinding = "worker lost"\nresponse = "retry"\nmessage = "run it again once the worker is back"\n'
-    (origin.root / "lockstep.toml").write_text(f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n\n{rule}")
-    _git(origin.root, "add", "lockstep.toml")
-    _git(origin.root, "commit", "-q", "-m", "a check")
+    _commit_config(origin.root, f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n\n{rule}")
 
 
 @needs_netns
@@ -438,12 +441,11 @@ def _where_results(net: Net, root: Path) -> list[dict]:
 
 @needs_netns
 def test_a_remote_agents_trigger_runs_its_probe_on_its_own_host(net: Net, origin):
-    (origin.root / "lockstep.toml").write_text(
+    _commit_config(
+        origin.root,
         '[[probe]]\nname = "where"\nkind = "command"\ncmd = "cat only-in-a.txt; ip -4 -o addr show"\n\n'
         '[[trigger]]\ncommand = "./deploy.sh*"\nprobe = "where"\n'
     )
-    _git(origin.root, "add", "lockstep.toml")
-    _git(origin.root, "commit", "-q", "-m", "a trigger")
     net.serve(origin.root)
     clone_a = net.clone(origin.root, "host-a")
     (clone_a / "only-in-a.txt").write_text("content of host a's clone\n")
@@ -610,7 +612,8 @@ def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, o
     # Two checks: "sane" fails on a broken app (answered by a rollback to the last passing
     # verify), "service" fails on a marker (answered by a restart command).  Both responses
     # must act in host a's clone, where alice's files are, not on the coordinator's host.
-    (origin.root / "lockstep.toml").write_text(
+    _commit_config(
+        origin.root,
         "[checks.sane]\ncmd = 'for i in $(seq 300); do [ -f ../service/hold ] || break; sleep 0.05; done; ! grep -q broken src/app.py'\n\n"
         "[checks.service]\ncmd = 'test ! -f ../service/down'\n\n"
         '[[rule]]\nfinding = "command failed"\nprobe = "sane"\nresponse = "rollback"\n\n'
@@ -620,8 +623,6 @@ def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, o
         "[checks.fresh]\ncmd = 'test ! -f ../service/stale'\n\n"
         '[[rule]]\nfinding = "command failed"\nprobe = "fresh"\nresponse = "touch"\npath = "src/shared.py"\n'
     )
-    _git(origin.root, "add", "lockstep.toml")
-    _git(origin.root, "commit", "-q", "-m", "checks and rules")
     net.serve(origin.root)
     clone_a = net.clone(origin.root, "host-a")
     net.join(origin.root, "a", clone_a, "alice")
@@ -703,9 +704,7 @@ def _commit_on_branch(clone: Path, branch: str, path: str, content: bytes) -> st
 
 @needs_netns
 def test_landing_from_a_remote_clone_sends_the_branch_or_says_to_push_it(net: Net, origin):
-    (origin.root / "lockstep.toml").write_text("[checks.landed]\ncmd = 'test -f src/feature.py'\n")
-    _git(origin.root, "add", "lockstep.toml")
-    _git(origin.root, "commit", "-q", "-m", "a check")
+    _commit_config(origin.root, "[checks.landed]\ncmd = 'test -f src/feature.py'\n")
     net.serve(origin.root)
     clone_a = net.clone(origin.root, "host-a")
     net.join(origin.root, "a", clone_a, "alice")

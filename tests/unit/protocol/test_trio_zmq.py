@@ -327,6 +327,18 @@ async def two_routers(make_socket):
     return pairs
 
 
+def _waiting(nursery, either: ReadableAny) -> trio.Event:
+    """Start a task waiting on ``either``; the event is set when its wait returns."""
+    woke = trio.Event()
+
+    async def wait():
+        await either.wait()
+        woke.set()
+
+    nursery.start_soon(wait)
+    return woke
+
+
 @pytest.mark.parametrize("which", [0, 1])
 async def test_readable_any_wakes_for_a_message_on_either_socket(two_routers, which):
     (router0, _), (router1, _) = two_routers
@@ -334,13 +346,7 @@ async def test_readable_any_wakes_for_a_message_on_either_socket(two_routers, wh
     try:
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                woke = trio.Event()
-
-                async def wait():
-                    await either.wait()
-                    woke.set()
-
-                nursery.start_soon(wait)
+                woke = _waiting(nursery, either)
                 await trio.testing.wait_all_tasks_blocked()
                 assert router0._fd_waiter_scope is router1._fd_waiter_scope is not None  # one wait, both slots
                 assert not woke.is_set()
@@ -364,13 +370,7 @@ async def test_readable_any_loses_no_wakeup_when_another_call_consumes_the_fd_ed
     try:
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                woke = trio.Event()
-
-                async def wait():
-                    await either.wait()
-                    woke.set()
-
-                nursery.start_soon(wait)
+                woke = _waiting(nursery, either)
                 await trio.testing.wait_all_tasks_blocked()  # asleep on the epoll's fd
                 # From here until the send below, no trio checkpoint: the waiter cannot run.
                 dealer1.socket.send(b"to-router1", zmq.NOBLOCK)
@@ -397,13 +397,7 @@ async def test_readable_any_takes_turns_with_another_waiter_and_sees_close(two_r
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(router0.wait_readable)  # holds router0's fd slot
                 await trio.testing.wait_all_tasks_blocked()
-                woke = trio.Event()
-
-                async def wait():
-                    await either.wait()
-                    woke.set()
-
-                nursery.start_soon(wait)
+                woke = _waiting(nursery, either)
                 await trio.testing.wait_all_tasks_blocked()
                 await dealer1.send_multipart([b"ping"])
                 await woke.wait()
