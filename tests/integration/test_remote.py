@@ -351,6 +351,19 @@ def _origin_with_a_check(origin, check: str) -> None:
     _commit_config(origin.root, f"[checks.here]\ncmd = '''{check}'''\ntimeout = 60\n\n{rule}")
 
 
+def _verify_losing_the_worker(net: Net, root: Path, clone: Path, worker: subprocess.Popen) -> tuple[int, str, str]:
+    """alice's ``verify --json`` from host a, its worker killed while the run is on it:
+    the verify's exit code, stdout and stderr."""
+    verifying = subprocess.Popen([*net.hosts.prefix("a"), *LOCKSTEP, "verify", "--agent", "alice", "--json"], cwd=clone, env=env_for(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    net.procs.append(verifying)
+    wait_until(lambda: _workers(net, root)["alice"]["running"], timeout=20, what="the verify run on alice's worker")
+    worker.kill()
+    worker.wait(10)
+    out, err = verifying.communicate(timeout=30)
+    return verifying.returncode, out, err
+
+
 @needs_netns
 def test_a_remote_verify_runs_in_the_remote_clone_and_a_lost_worker_fails_it(net: Net, origin):
     # The check waits (boundedly) for a go file, then shows what only host a's clone has,
@@ -395,16 +408,10 @@ def test_a_remote_verify_runs_in_the_remote_clone_and_a_lost_worker_fails_it(net
 
     # The worker killed mid-job: the job fails with "worker lost".
     (clone_a / "go").unlink()
-    verifying = subprocess.Popen([*net.hosts.prefix("a"), *LOCKSTEP, "verify", "--agent", "alice", "--json"], cwd=clone_a, env=env_for(),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    net.procs.append(verifying)
-    wait_until(lambda: _workers(net, origin.root)["alice"]["running"], timeout=20, what="the verify run on alice's worker")
-    worker.kill()
-    worker.wait(10)
-    out, err = verifying.communicate(timeout=30)
+    rc, out, err = _verify_losing_the_worker(net, origin.root, clone_a, worker)
     (clone_a / "go").write_text("")  # the orphaned check ends now
     lost = json.loads(out)
-    assert verifying.returncode == 1 and lost["verdict"] == "fail" and "worker lost" in lost["reason"], (out, err)
+    assert rc == 1 and lost["verdict"] == "fail" and "worker lost" in lost["reason"], (out, err)
     assert [r["finding"] for r in lost["results"]] == ["worker lost"]  # a finding: the rules answer it
     assert [r["action"] for r in lost["responses"]] == ["retry"], lost["responses"]
     assert "alice" not in _workers(net, origin.root)
@@ -678,13 +685,7 @@ def test_a_remote_agents_rule_responses_run_in_its_clone_on_its_host(net: Net, o
     # on, and says so; nothing is restored on either host.
     (clone_a / "src" / "app.py").write_text("print('broken again')\n")
     (service / "hold").write_text("")
-    verifying = subprocess.Popen([*net.hosts.prefix("a"), *LOCKSTEP, "verify", "--agent", "alice", "--json"], cwd=clone_a, env=env_for(),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    net.procs.append(verifying)
-    wait_until(lambda: _workers(net, origin.root)["alice"]["running"], timeout=20, what="the verify run on alice's worker")
-    worker.kill()
-    worker.wait(10)
-    out, err = verifying.communicate(timeout=30)
+    _, out, err = _verify_losing_the_worker(net, origin.root, clone_a, worker)
     (service / "hold").unlink()  # the orphaned check ends now
     (response,) = json.loads(out)["responses"]
     assert response["action"] == "rollback", (out, err)
