@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -52,6 +52,7 @@ AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 _BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` accepts as a branch name
 TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsync the turn waits for
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
+CLAIM_ROW_BYTES = 75  # a status's claim row in msgpack, field names included, before its strings
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 
 
@@ -1030,19 +1031,39 @@ class Core:
             reason = f"allowed; {agent.name} holds the path"
         return IntentOutcome("allow", reason, result_token)
 
+    def status(self, peer: Any, msg: m.Status, now: float) -> tuple[list[Effect], StatusParts | None]:
+        """A status for the shell to finish: everything but the claim rows, which it
+        renders from ``parts.entries`` in slices (``sorted_for_status``, ``claim_rows``)
+        so that a big status never holds up the other peers' requests.  A bad query
+        gives its error and no parts."""
+        self._advance(now)
+        self._counts["messages"] += 1
+        try:
+            parts = self._status_parts(msg, now)
+        except PeerError as exc:
+            self._counts["errors"] += 1
+            self._reply(peer, m.Error(req=msg.req, code=exc.code, message=exc.message))
+            parts = None
+        return self._flush(), parts
+
     def _on_status(self, peer, msg: m.Status, now: float) -> None:
+        parts = self._status_parts(msg, now)
+        self._reply(peer, msgspec.structs.replace(parts.reply, claims=claim_rows(sorted_for_status(parts.entries), now)))
+
+    def _status_parts(self, msg: m.Status, now: float) -> StatusParts:
         reg = self.registry
         name = msg.agent
         if name is not None:
             check_agent_name(name)
         query = Pattern.parse(msg.path) if msg.path is not None else None
         agents = sorted((a for a in reg.agents.values() if name is None or a.name == name), key=lambda a: a.name)
+        everything = query is None and name is None
         if query is not None:
             entries = [e for _, e in reg.claims.overlapping(query)]
             holds = [h for _, h in reg.holds.overlapping(query)]
             merge_holds = [h for _, h in reg.merge_holds.overlapping(query)]
         else:
-            entries = reg.entries_of(name) if name is not None else list(reg.all_entries())
+            entries = reg.entries_of(name) if name is not None else []  # everything: listed below if it fits
             holds = reg.all_holds()
             merge_holds = list(reg.merge_holds_by_path.values())
         if name is not None:
@@ -1050,14 +1071,20 @@ class Core:
             holds = [h for h in holds if h.former == name]
             merge_holds = [h for h in merge_holds if h.holder == name]
         holds = [h for h in holds if h.until > now]
-        counts = {"agents": len(agents), "claims": len(entries), "holds": len(holds), "merge_holds": len(merge_holds)}
-        listed = _status_size(agents, entries, holds, merge_holds)
+        claims = len(reg.claims) if everything else len(entries)
+        counts = {"agents": len(agents), "claims": claims, "holds": len(holds), "merge_holds": len(merge_holds)}
+        listed = _status_size(agents, [], holds, merge_holds) + (
+            CLAIM_ROW_BYTES * claims + reg.claim_chars if everything else _claims_size(entries)
+        )
         summarised = listed > m.STATUS_LIST_LIMIT
         by_holder: dict[str, int] = {}
         note = ""
         if summarised:
-            for e in entries:
-                by_holder[e.agent] = by_holder.get(e.agent, 0) + 1
+            if everything:
+                by_holder = {holder: len(mine) for holder, mine in reg.claims_by_agent.items()}
+            else:
+                for e in entries:
+                    by_holder[e.agent] = by_holder.get(e.agent, 0) + 1
             by_holder = dict(sorted(by_holder.items(), key=lambda kv: (-kv[1], kv[0]))[:HOLDERS_SUMMARISED])
             note = (
                 f"{counts['claims']:,} claims, {counts['holds']:,} holds and {counts['merge_holds']:,} merge holds are too many "
@@ -1067,56 +1094,46 @@ class Core:
             entries, holds, merge_holds = [], [], []
             if _status_size(agents, [], [], []) > m.STATUS_LIST_LIMIT:
                 agents = []
+        elif everything:
+            entries = list(reg.all_entries())
         stats = {"core": msgspec.to_builtins(self.statistics()), "registry": reg.snapshot_counts()}
-        self._reply(
-            peer,
-            m.StatusReply(
-                req=msg.req,
-                mode=self.settings.mode,
-                epoch=reg.epoch,
-                endpoints=self.endpoints,
-                pub=self.pub_endpoints,
-                agents=[
-                    m.AgentInfo(
-                        name=a.name,
-                        state=a.state,
-                        session=a.session,
-                        kind=a.kind,
-                        pid=a.pid,
-                        worktree=a.worktree,
-                        last_seen_ago=round(max(0.0, now - a.seen), 3),
-                        reason=a.reason,
-                        ttl_left=round(max(0.0, a.ttl - (now - a.last_seen)), 3) if a.live and a.ttl is not None else None,
-                    )
-                    for a in agents
-                ],
-                claims=[
-                    m.ClaimInfo(
-                        pattern=e.pattern.text,
-                        holder=e.agent,
-                        token=e.token,
-                        access=e.access,
-                        since_ago=round(max(0.0, now - e.granted), 3),
-                        expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
-                    )
-                    for e in sorted(entries, key=lambda e: (e.token, e.pattern.text))
-                ],
-                holds=[
-                    m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
-                    for h in sorted(holds, key=lambda h: (h.pattern.text, h.former))
-                ],
-                merge_holds=[
-                    m.MergeHoldInfo(path=h.path.text, holder=h.holder, branch=h.short_branch, commits=list(h.commits), reason=h.describe())
-                    for h in sorted(merge_holds, key=lambda h: h.path.text)
-                ],
-                seq=self.seq,
-                statistics=stats,
-                counts=counts,
-                summarised=summarised,
-                claims_by_holder=by_holder,
-                note=note,
-            ),
+        reply = m.StatusReply(
+            req=msg.req,
+            mode=self.settings.mode,
+            epoch=reg.epoch,
+            endpoints=self.endpoints,
+            pub=self.pub_endpoints,
+            agents=[
+                m.AgentInfo(
+                    name=a.name,
+                    state=a.state,
+                    session=a.session,
+                    kind=a.kind,
+                    pid=a.pid,
+                    worktree=a.worktree,
+                    last_seen_ago=round(max(0.0, now - a.seen), 3),
+                    reason=a.reason,
+                    ttl_left=round(max(0.0, a.ttl - (now - a.last_seen)), 3) if a.live and a.ttl is not None else None,
+                )
+                for a in agents
+            ],
+            claims=[],  # rendered from the entries (claim_rows)
+            holds=[
+                m.HoldInfo(pattern=h.pattern.text, former_holder=h.former, free_in=round(h.until - now, 3))
+                for h in sorted(holds, key=lambda h: (h.pattern.text, h.former))
+            ],
+            merge_holds=[
+                m.MergeHoldInfo(path=h.path.text, holder=h.holder, branch=h.short_branch, commits=list(h.commits), reason=h.describe())
+                for h in sorted(merge_holds, key=lambda h: h.path.text)
+            ],
+            seq=self.seq,
+            statistics=stats,
+            counts=counts,
+            summarised=summarised,
+            claims_by_holder=by_holder,
+            note=note,
         )
+        return StatusParts(reply, entries, now)
 
     def _on_fresh(self, peer, msg: m.Fresh, now: float) -> None:
         """A fresh-base check with no session (the git guard, for a person's commit)."""
@@ -1191,10 +1208,41 @@ def _status_size(agents, entries, holds, merge_holds) -> int:
     included), without building it: each kind's fixed part plus its strings."""
     return (
         sum(130 + len(a.name) + len(a.session) + len(a.worktree or "") + len(a.reason or "") for a in agents)
-        + sum(75 + len(e.pattern.text) + len(e.agent) for e in entries)
+        + _claims_size(entries)
         + sum(45 + len(h.pattern.text) + len(h.former) for h in holds)
         + sum(60 + len(h.path.text) + len(h.holder) + len(h.short_branch) + 42 * len(h.commits) + 120 for h in merge_holds)
     )
+
+
+def _claims_size(entries: list[ClaimEntry]) -> int:
+    return sum(CLAIM_ROW_BYTES + len(e.pattern.text) + len(e.agent) for e in entries)
+
+
+class StatusParts(NamedTuple):
+    """A status reply without its claim rows, and the entries to list in them (a copy:
+    entries never change once granted, so they can be rendered after this turn)."""
+
+    reply: m.StatusReply
+    entries: list[ClaimEntry]
+    now: float
+
+
+def sorted_for_status(entries: list[ClaimEntry]) -> list[ClaimEntry]:
+    return sorted(entries, key=lambda e: (e.token, e.pattern.text))
+
+
+def claim_rows(entries: list[ClaimEntry], now: float) -> list[m.ClaimInfo]:
+    return [
+        m.ClaimInfo(
+            pattern=e.pattern.text,
+            holder=e.agent,
+            token=e.token,
+            access=e.access,
+            since_ago=round(max(0.0, now - e.granted), 3),
+            expires_in=None if e.expires_at is None else round(e.expires_at - now, 3),
+        )
+        for e in entries
+    ]
 
 
 def _summary(conflicts: list[m.Conflict]) -> str:

@@ -4,9 +4,9 @@ The request loop reads what the ROUTER has (zmq already fair-queues its pipes) i
 queue per peer, then takes each turn's batch round-robin, at most ``per_peer`` messages
 of one peer per turn; a peer with messages left goes to the back of the line.  A quiet
 client's request thus waits behind at most ``per_peer`` messages of each busy peer
-instead of a whole batch of one flooder's (and the loop lets each peer have at most one
-``status``, which costs the whole registry, per turn) (a batch is handled and committed before any
-of its replies leave).  ``limit`` bounds what is read off the socket but not yet
+instead of a whole batch of one flooder's (a batch is handled and committed before any
+of its replies leave).  A ``status`` costs the whole registry: each peer has at most
+one at a time, its rows rendered a slice per turn (statusrender.py).  ``limit`` bounds what is read off the socket but not yet
 handled: past it the loop stops reading, and the rest waits in zmq's per-peer pipes
 (whose high-water mark pushes back on the flooder, not on everyone).
 """

@@ -227,6 +227,9 @@ class Registry:
     holds: PatternIndex = field(default_factory=PatternIndex)
     # agent -> pattern text -> its entry (re-claiming a pattern supersedes: one per text)
     claims_by_agent: dict[str, dict[str, ClaimEntry]] = field(default_factory=dict)
+    # Characters in live claims' pattern texts and holder names: what a status listing
+    # them would take is known without walking them (core's status size estimate).
+    claim_chars: int = 0
     # The verify loop's bookkeeping.  ``clock`` ticks at every allowed write intent
     # and every verify start, so "a verify run that started after the last write"
     # is a comparison of two marks.
@@ -566,6 +569,7 @@ class Registry:
             )
             self.claims.add(pattern, entry)
             self.claims_by_agent.setdefault(record.agent, {})[pattern.text] = entry
+            self.claim_chars += len(pattern.text) + len(record.agent)
             if entry.expires_at is not None:
                 self.expiring[id(entry)] = entry
             if entry.access == "exclusive":
@@ -592,6 +596,7 @@ class Registry:
         self.claims.remove(entry.pattern, entry)
         mine = self.claims_by_agent[entry.agent]
         del mine[entry.pattern.text]
+        self.claim_chars -= len(entry.pattern.text) + len(entry.agent)
         self.expiring.pop(id(entry), None)
         if not mine:
             del self.claims_by_agent[entry.agent]

@@ -68,12 +68,11 @@ from protocol.messages import (
     LandQuery,
     Release,
     Status,
-    StatusReply,
 )
 from protocol.trio_zmq import ReadableAny, TrioSocket
 from protocol.uncommitted import uncommitted_paths
 
-from .core import Core
+from .core import Core, StatusParts
 from .effects import (
     Bug,
     CheckUncommitted,
@@ -101,6 +100,7 @@ from .retention import (
     events_over_budget,
 )
 from .settings import Settings
+from .statusrender import StatusRender
 from .workers import WORKER_MESSAGES, WorkerBroker
 
 log = logging.getLogger("lockstep")
@@ -175,6 +175,8 @@ class Server:
         self._storage_since = 0.0
         self._recovering = False
         self._started = False  # the new epoch is in the ledger
+        self._failures = 0  # commits failed so far (a turn's status views are void after one)
+        self._renders: dict[bytes, StatusRender] = {}  # peer -> its status being rendered (statusrender.py)
         self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT)
         self._replies = PeerQueues(self._route, budget=settings.reply_budget * 1024 * 1024)
         self._replies_waiting = trio.Event()  # set while some peer has replies queued
@@ -408,7 +410,7 @@ class Server:
         core, router, turn = self.core, self._router, self._turn
         fair = self._fair
         while True:
-            if fair:  # messages left from the last turn: serve them without waiting
+            if fair or self._renders:  # messages left from the last turn, or rows to render: no waiting
                 await trio.lowlevel.checkpoint()
             elif self._remote_router is None:
                 await router.wait_readable()
@@ -429,6 +431,7 @@ class Server:
                 only_heartbeats = bool(batch)
                 effects = []
                 messages = []
+                statuses: list[tuple[bytes, StatusParts]] = []
                 costly: set[bytes] = set()  # peers that asked for a status this turn
                 later: dict[bytes, list] = {}  # their messages after a second one, for the next turn
                 for frames in batch:
@@ -451,8 +454,8 @@ class Server:
                             if note:
                                 effects += core.announce("remote.forbidden", getattr(message, "agent", None), {"reason": note})
                             continue
-                    if isinstance(message, Status):  # costs the whole registry: one per peer per turn
-                        if peer in costly:
+                    if isinstance(message, Status):  # costs the whole registry: one per peer at a time
+                        if peer in costly or peer in self._renders:
                             later[peer] = [frames]
                             continue
                         costly.add(peer)
@@ -471,6 +474,12 @@ class Server:
                     try:
                         if self._storage_error is not None and not isinstance(message, _WHILE_UNWRITABLE):
                             effects += core.reject(peer, PeerError("unavailable", self._storage_error), getattr(message, "req", 0))
+                            continue
+                        if isinstance(message, Status):  # its rows are rendered after the turn, in slices
+                            more, parts = core.status(peer, message, now)
+                            effects += more
+                            if parts is not None:
+                                statuses.append((peer, parts))
                             continue
                         if isinstance(message, JobQuery):  # read-only: the job runner knows
                             effects += self._jobs.answer(peer, message)
@@ -497,12 +506,15 @@ class Server:
                         only_heartbeats &= isinstance(message, Heartbeat)
                     except Exception:  # a bug on one message: answer that peer, keep serving
                         effects += self._bug_answer(peer, message)
+                failures = self._failures
                 await self._execute(effects)
+                if statuses or self._renders:
+                    await self._render_statuses(statuses, void=self._failures != failures)
             finally:
                 turn.release()
             if not only_heartbeats:
                 self._last_request_at = now
-            elif not fair and len(batch) < GATHER_BELOW and now - self._last_request_at > QUIET_BEFORE_GATHER:
+            elif not fair and not self._renders and len(batch) < GATHER_BELOW and now - self._last_request_at > QUIET_BEFORE_GATHER:
                 # Only a trickle of heartbeats, and no request for a while: nothing waits
                 # for an answer, so let the next heartbeats gather instead of waking once
                 # per heartbeat (1,000 agents: ~50 wake-ups a second instead of ~1,000).
@@ -621,11 +633,6 @@ class Server:
         for effect in effects:
             match effect:
                 case Send(peer, message) if peer is not None:  # None: the shell itself asked
-                    if isinstance(message, StatusReply):
-                        message = msgspec.structs.replace(
-                            message, statistics={**message.statistics, **self.statistics()}, jobs=self._jobs.running(),
-                            landings=self._landings.queued()
-                        )
                     self._reply(peer, encode(message), cut_offs)
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
@@ -644,6 +651,34 @@ class Server:
                     self._nursery.start_soon(self._check_uncommitted, effect)
                 case StopServing(reason=reason):
                     self.stop(reason)
+        if cut_offs:
+            await self._record_cut_offs(cut_offs)
+
+    async def _render_statuses(self, started: list[tuple[bytes, StatusParts]], *, void: bool) -> None:
+        """Start this turn's statuses and render a slice of each pending one; send
+        those done (called inside the turn, after its commit: nothing uncommitted shows).
+        ``void``: the turn's commit failed, so its views show what the ledger lacks."""
+        for peer, parts in started:
+            if void:
+                error = Error(req=parts.reply.req, code="unavailable", message=self._storage_error or "the ledger could not be written")
+                self._reply(peer, encode(error), [])
+            else:
+                self._renders[peer] = StatusRender(peer, parts)
+        cut_offs: list[CutOff] = []
+        for peer, render in list(self._renders.items()):
+            try:
+                if not render.step():
+                    continue
+                reply = render.reply()
+                reply = msgspec.structs.replace(
+                    reply, statistics={**reply.statistics, **self.statistics()}, jobs=self._jobs.running(), landings=self._landings.queued()
+                )
+                frame = encode(reply)
+            except Exception:  # a bug on one status: answer that peer, keep serving
+                log.exception("bug while rendering a status (answered 'internal', still serving)")
+                frame = encode(Error(req=render.req, code="internal", message="the coordinator hit a bug rendering a status (see coordinator.log)"))
+            del self._renders[peer]
+            self._reply(peer, frame, cut_offs)
         if cut_offs:
             await self._record_cut_offs(cut_offs)
 
@@ -928,6 +963,7 @@ class Server:
 
     async def _fail_closed(self, exc: LedgerError, effects: list) -> None:
         """A commit failed: back to what the ledger holds, and every reply says why."""
+        self._failures += 1
         cause = f"ledger: {_storage_cause(exc)} at {self.ledger.path}; grants are refused until it can write"
         snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
         now = trio.current_time()

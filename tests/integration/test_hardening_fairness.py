@@ -126,3 +126,54 @@ def test_a_quiet_claim_is_served_within_the_per_peer_quota_while_another_client_
     # Not vacuous: the flood was queued when the quiet claims came (a typical quiet claim
     # overtook many times a turn's quota of the flooder's earlier claims).
     assert statistics.median(overtaken) >= 10 * PEER_TURN, f"flood claims overtaken: {overtaken}"
+
+
+HELD_FOR_STATUS = 6_000  # claims a status lists: ~24 turns of rows (ROWS_PER_TURN 256), ~0.6 MB
+
+
+def test_other_clients_are_served_while_a_big_status_is_rendered(repo, coordinator):
+    """A status listing thousands of claims is rendered a slice per turn
+    (coordinator/statusrender.py): a quiet client's serial claims keep being answered
+    meanwhile.  Before, the whole listing was built in one turn (5 ms at 2,000 claims),
+    so at most the claim sharing that turn was answered before the status; a client
+    polling status flooded everyone's round trips.  Counted, not timed: quiet grants
+    answered between sending the status and receiving it."""
+    from coordinator.statusrender import ROWS_PER_TURN
+
+    coordinator(*STEADY)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    ctx = zmq.Context()
+    holder_sock, status_sock, quiet_sock = (_dealer(ctx, endpoint) for _ in range(3))
+    try:
+        holder = _hello(holder_sock, "holder")
+        quiet = _hello(quiet_sock, "quiet")
+        per_claim = 200
+        for n in range(HELD_FOR_STATUS // per_claim):
+            holder_sock.send(encode(m.Claim(session=holder, paths=[f"held/{n}/{i}.py" for i in range(per_claim)], req=10 + n)))
+        for _ in range(HELD_FOR_STATUS // per_claim):
+            assert holder_sock.poll(20_000), "a holder's claim went unanswered"
+            assert isinstance(decode_reply(holder_sock.recv()), m.Granted)
+
+        status_sock.send(encode(m.Status(req=1)))
+        granted_before = 0
+        deadline = time.monotonic() + DEADLINE
+        while not status_sock.poll(0):
+            assert time.monotonic() < deadline, f"no status within {DEADLINE:g}s"
+            quiet_sock.send(encode(m.Claim(session=quiet, paths=[f"quiet/{granted_before}.py"], req=100 + granted_before)))
+            assert quiet_sock.poll(20_000), "the quiet claim went unanswered"
+            assert isinstance(decode_reply(quiet_sock.recv()), m.Granted)
+            granted_before += int(not status_sock.poll(0))
+        status = decode_reply(status_sock.recv())
+    finally:
+        for sock in (holder_sock, status_sock, quiet_sock):
+            sock.close()
+        ctx.term()
+
+    assert isinstance(status, m.StatusReply) and not status.summarised
+    held = [c for c in status.claims if c.holder == "holder"]
+    assert len(held) == HELD_FOR_STATUS and len({c.pattern for c in held}) == HELD_FOR_STATUS
+    assert [c.token for c in status.claims] == sorted(c.token for c in status.claims)
+    # ~24 turns of rendering: a few round trips of the quiet client fit in them even on
+    # a busy machine; the status built in one turn let at most one through.
+    assert HELD_FOR_STATUS / ROWS_PER_TURN > 20
+    assert granted_before >= 3, f"quiet claims granted while the status was rendered: {granted_before}"
