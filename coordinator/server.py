@@ -475,9 +475,17 @@ class Server:
                         if self._storage_error is not None and not isinstance(message, _WHILE_UNWRITABLE):
                             effects += core.reject(peer, PeerError("unavailable", self._storage_error), getattr(message, "req", 0))
                             continue
+                        if type(message) not in _SHELL_ANSWERED:
+                            before = len(effects)
+                            effects += core.receive(peer, message, now)
+                            if peer[:3] == REMOTE_PEER and self._remote is not None:
+                                self._jobs_asked_remotely(peer, effects[before:])
+                            only_heartbeats &= type(message) is Heartbeat
+                            continue
                         if isinstance(message, Status):  # its rows are rendered after the turn, in slices
                             more, parts = core.status(peer, message, now)
                             effects += more
+                            only_heartbeats = False
                             if parts is not None:
                                 statuses.append((peer, parts))
                             continue
@@ -498,12 +506,6 @@ class Server:
                             continue
                         if isinstance(message, WORKER_MESSAGES):  # a remote agent's worker (workers.py)
                             effects += self._worker_message(peer, message, now)
-                            continue
-                        before = len(effects)
-                        effects += core.receive(peer, message, now)
-                        if peer[:3] == REMOTE_PEER and self._remote is not None:
-                            self._jobs_asked_remotely(peer, effects[before:])
-                        only_heartbeats &= isinstance(message, Heartbeat)
                     except Exception:  # a bug on one message: answer that peer, keep serving
                         effects += self._bug_answer(peer, message)
                 failures = self._failures
@@ -631,14 +633,22 @@ class Server:
                     log.warning("claim.released %s %s: %s", r.agent, ", ".join(r.patterns), r.reason)
         cut_offs: list[CutOff] = []
         for effect in effects:
+            # Replies, publications and records (done above) are nearly all of them: by
+            # type first, as a match tries each case in turn (2 us for a record).
+            kind = type(effect)
+            if kind is Send:
+                if effect.peer is not None:  # None: the shell itself asked
+                    self._reply(effect.peer, encode(effect.message), cut_offs)
+                continue
+            if kind is Publish:
+                self._publish([effect.kind.encode(), encode(effect.message)])
+                self._jobs.observe(self._nursery, effect.message)
+                continue
+            if isinstance(effect, Record):
+                continue
             match effect:
-                case Send(peer, message) if peer is not None:  # None: the shell itself asked
-                    self._reply(peer, encode(message), cut_offs)
                 case Bug(text=text):
                     log.error("bug while handling a message (answered 'internal', still serving):\n%s", text)
-                case Publish(kind=kind, message=message):
-                    self._publish([kind.encode(), encode(message)])
-                    self._jobs.observe(self._nursery, message)
                 case StartJob(kind="land"):
                     self._landings.enqueue(self._nursery, effect)
                 case StartJob():
@@ -1030,6 +1040,7 @@ def _storage_cause(exc: Exception) -> str:
 
 
 # Requests still served while the ledger cannot be written: they record nothing.
+_SHELL_ANSWERED = frozenset({Status, JobQuery, Compact, LandQuery, Enroll, Keys, *WORKER_MESSAGES})  # the rest go to the core
 _WHILE_UNWRITABLE = (Status, JobQuery, LandQuery, Heartbeat, Fresh, *WORKER_MESSAGES)
 
 _LOGGED_KINDS = {"coordinator.started", "agent.joined", "agent.stale", "agent.left", "claim.expired", "coordinator.stopped"}
