@@ -100,7 +100,7 @@ from .retention import (
     events_over_budget,
 )
 from .settings import Settings
-from .statusrender import StatusRender
+from .statusrender import ROWS_PER_TURN, StatusRender
 from .workers import WORKER_MESSAGES, WorkerBroker
 
 log = logging.getLogger("lockstep")
@@ -665,8 +665,8 @@ class Server:
             await self._record_cut_offs(cut_offs)
 
     async def _render_statuses(self, started: list[tuple[bytes, StatusParts]], *, void: bool) -> None:
-        """Start this turn's statuses and render a slice of each pending one; send
-        those done (called inside the turn, after its commit: nothing uncommitted shows).
+        """Start this turn's statuses and render the next rows of the pending ones
+        (ROWS_PER_TURN in all, round-robin); send those done (called inside the turn, after its commit: nothing uncommitted shows).
         ``void``: the turn's commit failed, so its views show what the ledger lacks."""
         for peer, parts in started:
             if void:
@@ -675,9 +675,15 @@ class Server:
             else:
                 self._renders[peer] = StatusRender(peer, parts)
         cut_offs: list[CutOff] = []
-        for peer, render in list(self._renders.items()):
+        budget = ROWS_PER_TURN
+        for peer in list(self._renders):
+            if budget <= 0:
+                break
+            render = self._renders.pop(peer)
             try:
-                if not render.step():
+                budget -= render.step(budget)
+                if not render.done:
+                    self._renders[peer] = render  # to the back: the next one goes first next turn
                     continue
                 reply = render.reply()
                 reply = msgspec.structs.replace(
@@ -687,7 +693,6 @@ class Server:
             except Exception:  # a bug on one status: answer that peer, keep serving
                 log.exception("bug while rendering a status (answered 'internal', still serving)")
                 frame = encode(Error(req=render.req, code="internal", message="the coordinator hit a bug rendering a status (see coordinator.log)"))
-            del self._renders[peer]
             self._reply(peer, frame, cut_offs)
         if cut_offs:
             await self._record_cut_offs(cut_offs)

@@ -5,10 +5,11 @@ of 2,000 claims took 5 ms of the loop, and every other peer's request waited beh
 them: a client polling ``status`` as fast as it could raised a quiet client's round trip
 16-fold.  The core takes the status's view in its turn (``Core.status``: counts, agents,
 holds, and a copy of the claim entries to list; an entry never changes once granted,
-so the copy stays true to that moment).  The loop then renders ``ROWS_PER_TURN`` rows of
-each pending status per turn, other peers' requests in between, and sends the reply
-when its rows are done.  One status per peer is rendered at a time: the peer's later
-messages wait behind it, in order.
+so the copy stays true to that moment).  The loop then renders at most
+``ROWS_PER_TURN`` rows per turn, over all pending statuses in turn (so many statuses at
+once cost no more per turn than one), other peers' requests in between, and sends each
+reply when its rows are done.  One status per peer is rendered at a time: the peer's
+later messages wait behind it, in order.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from protocol.messages import ClaimInfo, StatusReply
 
 from .core import StatusParts, claim_rows, sorted_for_status
 
-ROWS_PER_TURN = 256  # ~0.4 ms of rows: what another peer's request may wait for
+ROWS_PER_TURN = 256  # ~0.4 ms of rows per turn: what another peer's request may wait for
 
 
 class StatusRender:
@@ -30,11 +31,15 @@ class StatusRender:
         self._entries = sorted_for_status(parts.entries)
         self._rows: list[ClaimInfo] = []
 
-    def step(self) -> bool:
-        """Render the next slice of rows; whether all are rendered."""
-        done = len(self._rows)
-        self._rows += claim_rows(self._entries[done : done + ROWS_PER_TURN], self._parts.now)
+    @property
+    def done(self) -> bool:
         return len(self._rows) == len(self._entries)
+
+    def step(self, rows: int) -> int:
+        """Render up to ``rows`` more rows; how many it rendered."""
+        start = len(self._rows)
+        self._rows += claim_rows(self._entries[start : start + rows], self._parts.now)
+        return len(self._rows) - start
 
     def reply(self) -> StatusReply:
         return msgspec.structs.replace(self._parts.reply, claims=self._rows)

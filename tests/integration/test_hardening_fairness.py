@@ -177,3 +177,48 @@ def test_other_clients_are_served_while_a_big_status_is_rendered(repo, coordinat
     # a busy machine; the status built in one turn let at most one through.
     assert HELD_FOR_STATUS / ROWS_PER_TURN > 20
     assert granted_before >= 3, f"quiet claims granted while the status was rendered: {granted_before}"
+
+
+def test_many_statuses_at_once_are_each_answered_whole_while_others_are_served(repo, coordinator):
+    """Several big statuses pending at once share one turn's budget of rows, round-robin
+    (coordinator/statusrender.py): each is answered whole and in order, and a quiet
+    client's claims are answered meanwhile."""
+    coordinator(*STEADY)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    ctx = zmq.Context()
+    holder_sock, quiet_sock = _dealer(ctx, endpoint), _dealer(ctx, endpoint)
+    status_socks = [_dealer(ctx, endpoint) for _ in range(8)]
+    held = 3_000
+    try:
+        holder = _hello(holder_sock, "holder")
+        quiet = _hello(quiet_sock, "quiet")
+        for n in range(held // 300):
+            holder_sock.send(encode(m.Claim(session=holder, paths=[f"held/{n}/{i}.py" for i in range(300)], req=10 + n)))
+        for _ in range(held // 300):
+            assert holder_sock.poll(20_000), "a holder's claim went unanswered"
+            assert isinstance(decode_reply(holder_sock.recv()), m.Granted)
+        for i, sock in enumerate(status_socks):
+            sock.send(encode(m.Status(req=1 + i)))
+        statuses: dict[int, m.StatusReply] = {}
+        granted_meanwhile = 0
+        deadline = time.monotonic() + DEADLINE
+        while len(statuses) < len(status_socks):
+            assert time.monotonic() < deadline, f"{len(status_socks) - len(statuses)} statuses unanswered"
+            quiet_sock.send(encode(m.Claim(session=quiet, paths=[f"quiet/{granted_meanwhile}.py"], req=100 + granted_meanwhile)))
+            assert quiet_sock.poll(20_000), "the quiet claim went unanswered"
+            assert isinstance(decode_reply(quiet_sock.recv()), m.Granted)
+            granted_meanwhile += 1
+            for i, sock in enumerate(status_socks):
+                if i not in statuses and sock.poll(0):
+                    statuses[i] = decode_reply(sock.recv())
+    finally:
+        for sock in (holder_sock, quiet_sock, *status_socks):
+            sock.close()
+        ctx.term()
+
+    for i, status in statuses.items():
+        assert isinstance(status, m.StatusReply) and status.req == 1 + i and not status.summarised
+        listed = [c for c in status.claims if c.holder == "holder"]
+        assert len({c.pattern for c in listed}) == held
+        assert [c.token for c in status.claims] == sorted(c.token for c in status.claims)
+    assert granted_meanwhile >= 3, f"quiet claims answered while 8 statuses rendered: {granted_meanwhile}"

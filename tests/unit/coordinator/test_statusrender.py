@@ -29,10 +29,12 @@ def _held(claims_per_agent: list[int]) -> Driver:
 def _rendered(d: Driver, query: m.Status) -> tuple[m.StatusReply, int]:
     effects, parts = d.core.status("peer", query, d.now)
     assert not [e for e in effects if isinstance(e, Send)] and parts is not None
-    render, turns = StatusRender(b"peer", parts), 1
-    while not render.step():
+    render, turns = StatusRender(b"peer", parts), 0
+    while True:
         turns += 1
-    return render.reply(), turns
+        assert render.step(ROWS_PER_TURN) <= ROWS_PER_TURN
+        if render.done:
+            return render.reply(), turns
 
 
 def _without_counters(reply: m.StatusReply) -> dict:
