@@ -134,9 +134,9 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
     """Ask the coordinator whether ``agent`` may write ``path`` (as the editor gave it,
     relative to ``cwd``): ``(verdict, reason, context)``, ``context`` being the agent's
     messages and tasks not shown yet.  A path outside the repository is nobody's
-    business: allowed."""
+    business: allowed; a path in another worktree of it is refused (``WriteElsewhere``)."""
     from agents.oneshot import open_oneshot
-    from agents.paths import repo_relative
+    from agents.paths import WriteElsewhere, check_own_worktree, located
     from protocol.discovery import locate
 
     place = locate(cwd)
@@ -144,9 +144,13 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
         return "allow", "not in a git repository", ""
     try:
         # An editor names one concrete file: its '[', '*' or '?' are part of the name.
-        target = repo_relative(path, place, cwd, literal=True)
+        target, root = located(path, place, cwd, literal=True)
     except PeerError:
         return "allow", "outside the repository", ""
+    try:
+        check_own_worktree(path, target, root, place)
+    except WriteElsewhere as exc:
+        return "block", str(exc), ""
     with open_oneshot(agent, cwd=cwd, endpoint=endpoint) as session:
         decision = session.intent([target])
         context = ""

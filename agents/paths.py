@@ -43,17 +43,23 @@ def repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None = None, 
 
     A path the operating system refuses to look at (a segment over the file-name limit,
     a NUL byte, a loop of symlinks) is bad input, said in one line: ``UsageError``."""
+    return located(arg, place, cwd, literal)[0]
+
+
+def located(arg: str, place: Place, cwd: str | os.PathLike | None = None, literal: bool = False) -> tuple[str, Path]:
+    """``repo_relative``'s pattern and the worktree the path is in (``place.worktree``
+    unless it is in another worktree of the repository)."""
     if not arg:
         raise PeerError("bad_path", "empty path")
     try:
-        return _repo_relative(arg, place, cwd, literal)
+        return _located(arg, place, cwd, literal)
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         shown = arg if len(arg) <= 120 else arg[:60] + "..." + arg[-40:]
         raise UsageError(f"bad path {shown!r}: {why}", code="bad_path") from None
 
 
-def _repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None, literal: bool) -> str:
+def _located(arg: str, place: Place, cwd: str | os.PathLike | None, literal: bool) -> tuple[str, Path]:
     base = Path(cwd or os.getcwd())
     parts = arg.split("/")
     first_wild = None if literal else next((i for i, part in enumerate(parts) if _WILDCARDS & set(part) or "\\" in part), None)
@@ -75,8 +81,25 @@ def _repo_relative(arg: str, place: Place, cwd: str | os.PathLike | None, litera
         text = text + "/" if text else "**"
     if not text:
         text = "**"
-    return canonical(text)
+    return canonical(text), root
 
 
 def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+class WriteElsewhere(Exception):
+    """A write a hook saw lands in another worktree of the repository than the agent's
+    own: it would change that worktree's branch, not the agent's.  ``str()`` says so."""
+
+
+def check_own_worktree(arg: str, pattern: str, root: Path, place: Place) -> None:
+    """Raise ``WriteElsewhere`` when ``root`` (where ``arg`` resolved, as ``pattern``) is
+    not the worktree of ``place``, the agent's own."""
+    if os.path.realpath(root) == os.path.realpath(place.worktree):
+        return
+    mine = Path(place.worktree, pattern.replace("\\", ""))  # the same file in this worktree (escapes dropped)
+    raise WriteElsewhere(
+        f"{arg} is in another worktree of this repository ({root}), not in this agent's own ({place.worktree}): "
+        f"a write there lands on that worktree's branch, another agent's work. Make the change here instead: {mine}"
+    )

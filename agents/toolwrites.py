@@ -198,9 +198,15 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     """The answer to a pre-tool event: one intent for every file the call writes.
 
     ``resolve(path)`` gives the repo-relative literal pattern, or None outside the
-    repository; ``decide(patterns)`` asks the coordinator."""
+    repository, and raises ``WriteElsewhere`` for a path in another worktree of it
+    (the call is denied); ``decide(patterns)`` asks the coordinator."""
+    from agents.paths import WriteElsewhere
+
     found = targets(client, event)
-    patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+    try:
+        patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+    except WriteElsewhere as exc:
+        return deny(client, f"lockstep: {exc}")
     if not patterns:
         return Answer(0, "{}")
     verdict, reason, *more = decide(patterns)
@@ -357,7 +363,7 @@ def failure(client: str, problem: str, kind: str | None, fail_closed: bool, loop
 
 
 def _resolver(event: dict) -> Callable[[str], "str | None"]:
-    from agents.paths import repo_relative
+    from agents.paths import check_own_worktree, located
     from protocol.discovery import locate
     from protocol.errors import LockstepError
     from protocol.paths import CONTROL_CHARACTER
@@ -371,9 +377,10 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         if not places[0].in_git:
             return None  # a client outside any repository: nothing to coordinate
         try:
-            pattern = repo_relative(path, places[0], cwd, literal=True)
+            pattern, root = located(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
+        check_own_worktree(path, pattern, root, places[0])
         # A name with a control character is refused by the coordinator: asking for it
         # would leave the call's other files uncoordinated too.
         return None if CONTROL_CHARACTER.search(pattern) else pattern

@@ -163,3 +163,31 @@ def test_hooks_outside_any_git_repository_say_nothing(tmp_path):
             answer = subprocess.run([*LOCKSTEP, "hook", client], input=json.dumps(event), cwd=folder, env=env_for({"LOCKSTEP_AGENT": "alice"}),
                                     capture_output=True, text=True, timeout=30)
             assert answer.returncode == 0 and answer.stdout.strip() in ("", "{}") and answer.stderr == "", (client, event_name, tool, answer)
+
+
+def test_a_write_into_another_agents_worktree_is_refused_by_every_hook(repo, coordinator):
+    """Each agent works in its own worktree; a file named by its path in another worktree
+    of the repository (an absolute path, or `../wt-x/...`) is that worktree's file: the
+    write would land on the other branch.  Every client's pre-tool hook refuses it and
+    names the same file in the agent's own worktree; the agent's own files are still
+    asked for as usual."""
+    coordinator(*FAST)
+    foreign, own = repo.root / "src" / "app.py", repo.other / "src" / "app.py"
+    relative_foreign = f"../{repo.root.name}/src/app.py"
+    cases = {
+        "claude": ("PreToolUse", [("Write", {"file_path": str(foreign), "content": "x"}), ("Bash", {"command": f"echo x > {relative_foreign}"})]),
+        "codex": ("PreToolUse", [("apply_patch", {"command": f"*** Begin Patch\n*** Add File: {foreign}\n+x\n*** End Patch\n"})]),
+        "gemini": ("BeforeTool", [("write_file", {"file_path": str(foreign), "content": "x"}), ("run_shell_command", {"command": f"touch {relative_foreign}"})]),
+    }
+    for client, (event_name, calls) in cases.items():
+        for tool, tool_input in calls:
+            event = {"hook_event_name": event_name, "session_id": "w1", "cwd": str(repo.other), "tool_name": tool, "tool_input": tool_input}
+            done = subprocess.run([*LOCKSTEP, "hook", client], input=json.dumps(event), cwd=repo.other,
+                                  env=env_for({"LOCKSTEP_AGENT": "bob"}), capture_output=True, text=True, timeout=30)
+            assert done.returncode == 0, (client, tool, done.stderr)
+            text = done.stdout
+            assert ("deny" in text or "block" in text) and "another worktree" in text and str(own) in text, (client, tool, text)
+    assert not [c for c in status(repo)["claims"] if c["holder"] == "bob"]  # nothing asked for on bob's behalf
+    allowed = _hook(_pre(own, repo.other), repo.other, {"LOCKSTEP_AGENT": "bob"})
+    assert allowed.returncode == 0 and allowed.stdout == ""
+    assert [c["pattern"] for c in status(repo)["claims"] if c["holder"] == "bob"] == ["src/app.py"]
