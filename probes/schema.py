@@ -66,6 +66,8 @@ def duration_problem(value: object) -> tuple[float | None, str]:
             )
         last_rank = rank
         seconds += float(number) * _DURATION_UNITS[unit]
+    if not math.isfinite(seconds):  # digits past float's range ("1000...0s") read as infinity
+        return None, f"{shown(value)} is not a duration: it must be finite"
     return seconds, ""
 
 
@@ -243,7 +245,10 @@ _AGE_DAYS = re.compile(r"(\d+(?:\.\d+)?)d")
 
 def _age(value: object) -> float:
     if isinstance(value, str) and (days := _AGE_DAYS.fullmatch(value.strip())):
-        return float(days.group(1)) * 86400.0
+        seconds = float(days.group(1)) * 86400.0
+        if not math.isfinite(seconds):
+            raise ValueError(f"{shown(value)} is not a duration: it must be finite")
+        return seconds
     seconds, why = duration_problem(value)
     if seconds is None:
         raise ValueError(why.replace("'250ms'", "'250ms', '30d'"))
@@ -270,7 +275,13 @@ def _size(value: object, minimum: int = SIZE_MIN) -> int:
     match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
     if isinstance(value, str) and (match is None or match.group(2).upper() not in _SIZE_UNITS):
         raise ValueError(f"{shown(value)} is not a size: {expected}")
-    size = value if isinstance(value, int) else int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+    if isinstance(value, int):
+        size = value
+    else:
+        amount = float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+        if not math.isfinite(amount):  # digits past float's range read as infinity
+            raise ValueError(f"{shown(value)} is not a size: it is too large")
+        size = int(amount)
     if size < minimum:
         raise ValueError(f"{shown(value)} is too small: a size must be at least {format_size(minimum)}")
     return size

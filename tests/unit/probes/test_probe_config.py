@@ -63,7 +63,7 @@ def test_parse_duration_accepts(value, seconds):
 @pytest.mark.parametrize(
     "value",
     ["", "30", "5 m", "30m1h", "1m1m", "1d", "-5s", "s", "1h30", "ms", "1.s", True, None, [1],
-     -1, float("nan"), float("inf")],
+     -1, float("nan"), float("inf"), "1" + "0" * 400 + "s"],
 )
 def test_parse_duration_refuses(value):
     with pytest.raises(ConfigError) as info:
@@ -74,6 +74,16 @@ def test_parse_duration_refuses(value):
 def test_parse_duration_error_names_where():
     with pytest.raises(ConfigError, match=r"^lockstep.toml: \[verify\] key 'x': '5 min'"):
         parse_duration("5 min", where="lockstep.toml: [verify] key 'x'")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("keep", "1" + "0" * 400 + "d"), ("keep", "1" + "0" * 400 + "h"), ("max_size", "1" + "0" * 400 + "GB")],
+)
+def test_digits_past_a_float_are_a_config_error_not_infinity(key, value):
+    # float("1000...0") is inf: refused as a duration would be, never a traceback or an endless keep
+    with pytest.raises(ConfigError, match=rf"^lockstep.toml: \[ledger\] key '{key}': .* is not a (duration|size)"):
+        parse_config(f'[ledger]\n{key} = "{value}"\n')
 
 
 def test_config_error_is_a_usage_error_with_code_bad_request():
