@@ -369,6 +369,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A table of a TOML file: unknown keys are refused; custom-typed values are stored
     as their plain builtins once decoded (see the module docstring)."""
@@ -376,6 +379,10 @@ class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
             value = getattr(self, name)
+            if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+                # TOML integers are 64-bit; Python's are not, and a larger one would be
+                # accepted here only to crash the coordinator when it encodes a reply
+                raise ValueError(f"key '{name}': {shown(value, 24)} is out of range: integers must fit in 64 bits")
             plain = _plain(value)
             if plain is not value:
                 msgspec.structs.force_setattr(self, name, plain)

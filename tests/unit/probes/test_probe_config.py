@@ -86,6 +86,33 @@ def test_digits_past_a_float_are_a_config_error_not_infinity(key, value):
         parse_config(f'[ledger]\n{key} = "{value}"\n')
 
 
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        ("[coordinator]\nliveness = 99999999999999999999999\n", "[coordinator]: key 'liveness'"),
+        ("[ledger]\nmax_size = 99999999999999999999999\n", "[ledger]: key 'max_size'"),
+        ('[ledger]\nmax_size = "99999999999999999999999GB"\n', "[ledger]: key 'max_size'"),
+        ("[verify]\nmax_repair_loops = 99999999999999999999999\n", "[verify]: key 'max_repair_loops'"),
+        ('[[probe]]\nname = "p"\nkind = "command"\nargv = ["true"]\nexpect_exit = -99999999999999999999999\n',
+         "[[probe]] #1: key 'expect_exit'"),
+    ],
+)
+def test_an_integer_past_64_bits_is_a_config_error(document, where):
+    # Python reads any TOML integer; one past 64 bits used to be accepted, then crash the
+    # coordinator when a reply carrying it was encoded
+    with pytest.raises(ConfigError) as info:
+        parse_config(document)
+    assert info.value.message.startswith(f"lockstep.toml: {where}: ")
+    assert "must fit in 64 bits" in info.value.message
+
+
+def test_a_flag_past_64_bits_is_a_usage_error():
+    from coordinator.settings import load_settings
+
+    with pytest.raises(UsageError, match="key 'liveness': .* must fit in 64 bits"):
+        load_settings(None, liveness=2**64)
+
+
 def test_config_error_is_a_usage_error_with_code_bad_request():
     # Our own user's input (exit 2), not a remote peer's fault; --json still says bad_request.
     with pytest.raises(UsageError) as info:
