@@ -14,6 +14,7 @@ ledger still says exactly what the registry holds.
 
 from __future__ import annotations
 
+import math
 import re
 import traceback
 from typing import Any, NamedTuple
@@ -659,8 +660,7 @@ class Core:
         check_agent_name(msg.agent)
         if msg.repo and self.repo and msg.repo != self.repo:
             raise PeerError("wrong_repo", f"this coordinator serves {self.repo}, not {msg.repo}")
-        if msg.ttl is not None and not msg.ttl > 0:
-            raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
+        _check_ttl(msg.ttl)
         live = self.registry.live_agent(msg.agent)
         if msg.session is not None:
             if live is not None and live.session == msg.session:
@@ -733,8 +733,7 @@ class Core:
     def _on_claim(self, peer, msg: m.Claim, now: float) -> None:
         agent = self._session(msg.session, now)
         patterns = _parse_new_patterns(msg.paths)
-        if msg.ttl is not None and not msg.ttl > 0:
-            raise PeerError("bad_request", f"ttl must be positive, not {msg.ttl}")
+        _check_ttl(msg.ttl)
         access = "shared" if msg.shared else "exclusive"
         stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head) if msg.head is not None else []
         if stale and self._stale_blocks():
@@ -1271,6 +1270,13 @@ def _live_message(agent: Agent) -> str:
 
 def _stale_reasons(stale: list[m.StaleBase]) -> list[str]:
     return [stale_text(s.path, Change(s.commit, s.author, s.subject), s.branch) for s in stale]
+
+
+def _check_ttl(ttl: float | None) -> None:
+    """A TTL is a positive, finite number of seconds: an infinite one would show as
+    ``Infinity`` (not JSON) in status; no TTL is written as none."""
+    if ttl is not None and not 0 < ttl < math.inf:
+        raise PeerError("bad_request", f"ttl must be positive and finite, not {ttl}")
 
 
 def _parse_new_patterns(paths: list[str]) -> list[Pattern]:

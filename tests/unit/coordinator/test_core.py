@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from protocol import messages as m
@@ -337,6 +339,18 @@ def test_bad_requests_get_a_coded_error_and_change_nothing(message, code):
     reply = d.send(message)
     assert isinstance(reply, m.Error) and reply.code == code and reply.message
     assert len(d.records) == before
+
+
+@pytest.mark.parametrize("ttl", [0.0, -1.0, math.nan, math.inf])
+def test_a_ttl_that_is_not_positive_and_finite_is_refused(ttl):
+    # an infinite TTL was granted, then status showed "expires_in": Infinity (not JSON)
+    d = Driver()
+    assert isinstance(d.send(m.Hello(agent="bob", kind="oneshot", ttl=ttl)), m.Error)
+    a = d.hello("alice")
+    before = len(d.records)
+    reply = d.claim(a, "x.py", ttl=ttl)
+    assert isinstance(reply, m.Error) and reply.code == "bad_request" and "finite" in reply.message
+    assert len(d.records) == before and d.status().claims == []
 
 
 def test_paths_escaping_the_repo_are_refused():
