@@ -88,13 +88,17 @@ def plain(value: Any) -> Any:
 
 
 def seconds(text: str, flag: str) -> float:
-    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m."""
-    try:
-        return float(text)
-    except ValueError:
-        from probes.config import parse_duration
+    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m.
 
-        return parse_duration(text, where=flag)
+    ``float`` reads "nan", "inf", "1e309" and "-5" too: those are refused as the file's
+    durations are (a ``--wait nan`` crashed in ``time.sleep``)."""
+    from probes.config import parse_duration
+
+    try:
+        value: float | str = float(text)
+    except ValueError:
+        value = text
+    return parse_duration(value, where=flag)
 
 
 def need_agent(agent: str | None) -> str:

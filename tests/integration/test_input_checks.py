@@ -48,6 +48,16 @@ def test_a_bad_timeout_in_the_environment_is_bad_input(repo, coordinator):
     assert as_json.rc == 2 and as_json.json["error"]["code"] == "usage"
 
 
+def test_a_duration_flag_that_is_nan_infinite_or_negative_is_bad_input(repo, coordinator):
+    # float() reads all of these: --wait nan crashed in time.sleep, --ttl inf was granted
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "b", "src/app.py", cwd=repo.root).rc == 0
+    for flag, value in (("--wait", "nan"), ("--wait", "-5"), ("--ttl", "1e309"), ("--ttl", "inf")):
+        _one_line_usage(cli("claim", "--agent", "c", "src/app.py", flag, value, cwd=repo.root), flag, "not a duration")
+    _one_line_usage(cli("ledger", "compact", "--keep", "inf", cwd=repo.root), "--keep", "not a duration")
+    assert [c["holder"] for c in status(repo)["claims"]] == ["b"]
+
+
 def test_status_works_from_inside_the_git_directory(repo, coordinator):
     coordinator(*FAST)
     inside = cli("status", "--json", cwd=repo.root / ".git")
