@@ -22,6 +22,8 @@ from protocol.errors import (  # noqa: F401  (re-exported for the verb modules)
 )
 
 from .output import (  # noqa: F401  (re-exported for the verb modules under their old names)
+    INT64_MAX,
+    INT64_MIN,
     Failure,
     ask,
     handle_errors,
@@ -33,6 +35,26 @@ from .output import need_agent as _need_agent  # noqa: F401
 from .output import out as _out  # noqa: F401
 from .output import repo_paths as _paths  # noqa: F401
 from .output import seconds as _seconds  # noqa: F401
+
+
+class Int64(click.types.IntParamType):
+    """An integer flag that fits the wire and the ledger (at least ``minimum``): Python
+    parses any integer, and a larger one failed to encode in a traceback; now a usage
+    error (exit 2).  Its help shows no range of 19-digit numbers."""
+
+    def __init__(self, minimum: int = INT64_MIN) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        number = super().convert(value, param, ctx)
+        if not INT64_MIN <= number <= INT64_MAX:
+            self.fail(f"{number} is out of range: integers must fit in 64 bits", param, ctx)
+        if number < self.minimum:
+            self.fail(f"{number} is less than {self.minimum}", param, ctx)
+        return number
+
+
+INT64 = Int64()
 
 DETACHED_ENV = "LOCKSTEP_DETACHED"  # set for the background child of `serve --detach`
 

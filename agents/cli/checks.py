@@ -35,6 +35,7 @@ from protocol.files import read_regular
 from .base import (
     EXIT_REFUSED,
     EXIT_USAGE,
+    INT64,
     Failure,
     agent_option,
     ask,
@@ -220,7 +221,7 @@ def check_build(directory, pattern, name, timeout, agent, endpoint, as_json):
 
 
 @check.command("command", context_settings={"ignore_unknown_options": True})
-@click.option("--expect-exit", type=int, default=0, show_default=True, help="The exit code that means success.")
+@click.option("--expect-exit", type=INT64, default=0, show_default=True, help="The exit code that means success.")
 @click.option("--creates", metavar="PATH", help="A file the command must create or change.")
 @_common
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -242,7 +243,7 @@ def check_command(expect_exit, creates, name, timeout, agent, endpoint, as_json,
 
 @check.command("http")
 @click.argument("url")
-@click.option("--status", type=int, default=200, show_default=True, help="Expected HTTP status.")
+@click.option("--status", type=INT64, default=200, show_default=True, help="Expected HTTP status.")
 @click.option("--contains", metavar="TEXT", help="The body must contain TEXT.")
 @click.option("--json-path", metavar="EXPR", help="A JSONPath such as $.hash into the JSON body.")
 @click.option("--equals", metavar="VALUE", help="With --json-path: the value there must equal VALUE (JSON, else text).")
@@ -283,7 +284,7 @@ def check_http(url, status, contains, json_path, equals, at_least, expect_hash_o
 
 @check.command("processes")
 @click.option("--match", "pattern", required=True, metavar="PATTERN", help="Matched against process names and command lines.")
-@click.option("--count", type=int, required=True, metavar="N", help="How many must be running.")
+@click.option("--count", type=INT64, required=True, metavar="N", help="How many must be running.")
 @click.option("--exact", is_flag=True, help="Exactly N, not at least N.")
 @_common
 def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_json):
@@ -300,7 +301,7 @@ def check_processes(pattern, count, exact, name, timeout, agent, endpoint, as_js
 
 @check.command("handoff")
 @click.argument("file")
-@click.option("--threshold", type=int, default=85, show_default=True, help="Minimum score (0-100) to pass.")
+@click.option("--threshold", type=INT64, default=85, show_default=True, help="Minimum score (0-100) to pass.")
 @_common
 def check_handoff(file, threshold, name, timeout, agent, endpoint, as_json):
     """Score a handoff document with the deterministic rubric (docs/handoff.md) and

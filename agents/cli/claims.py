@@ -10,6 +10,7 @@ from protocol import messages as m
 
 from .base import (
     EXIT_USAGE,
+    INT64,
     Failure,
     _as_agent,
     _out,
@@ -35,7 +36,7 @@ from .base import (
 )
 @click.option("--literal", is_flag=True, help="Each PATH is one file or folder named as written: [, * and ? are not globs.")
 @agent_option
-@click.option("--pid", type=int, help="With a new agent name: its session lives as long as this local process.")
+@click.option("--pid", type=INT64, help="With a new agent name: its session lives as long as this local process.")
 @endpoint_option
 @json_option
 @handle_errors
@@ -123,7 +124,7 @@ def abandon(branch, reason, endpoint, as_json):
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--token", type=int, help="The fencing token of the grant this write relies on.")
+@click.option("--token", type=INT64, help="The fencing token of the grant this write relies on.")
 @click.option("--literal", is_flag=True, help="Each PATH is one file, even if its name holds [, * or ?.")
 @agent_option
 @endpoint_option

@@ -11,6 +11,7 @@ from protocol import messages as m
 from protocol.errors import EXIT_REFUSED, EXIT_USAGE
 
 from .output import (
+    PID_MAX,
     Failure,
     as_agent,
     conflict_lines,
@@ -63,7 +64,7 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     if pid is not None:
         import psutil
 
-        if pid <= 0 or not psutil.pid_exists(pid):
+        if not 0 < pid <= PID_MAX or not psutil.pid_exists(pid):
             raise Failure("bad_request", f"--pid {pid}: no such process on this machine", EXIT_USAGE)
     ttl_s = None if ttl is None else seconds(ttl, "--ttl")
     wait_s = 0.0 if wait is None else seconds(wait, "--wait")

@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Callable
 
-from .output import echo, handle_errors, need_agent, out, repo_paths
+from .output import INT64_MAX, echo, handle_errors, need_agent, out, repo_paths
 
 # ---------------------------------------------------------------------- the verbs
 
@@ -160,8 +160,11 @@ def _parse(args: list[str], flags: set[str], values: set[str]) -> tuple[dict, li
 
 
 def _digits(text: str) -> int | None:
-    """The number plain ASCII digits spell; None for anything else (click judges it)."""
-    return int(text) if text.isascii() and text.isdigit() else None
+    """The number plain ASCII digits spell; None for anything else, or past 64 bits (click judges it)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= INT64_MAX else None
 
 
 def _fast_intent(args: list[str]) -> Callable[[], None] | None:

@@ -8,7 +8,7 @@ from agents.oneshot import expect, open_oneshot
 from protocol import messages as m
 
 from .base import agent_option, ask, endpoint_option, handle_errors, json_option, main
-from .output import Failure, need_agent, out
+from .output import INT64_MAX, Failure, need_agent, out
 
 ACTIONS = ("list", "take", "done", "add")
 
@@ -54,7 +54,7 @@ def tasks(action, args, to, show_all, agent, endpoint, as_json):
             raise Failure("usage", "say what the task is: `lockstep tasks add TEXT [--to AGENT]`", 2)
         build = lambda s: m.Tasks(op="add", agent=to, text=text, session=s)  # noqa: E731
     else:
-        if len(args) != 1 or not args[0].isdigit():
+        if len(args) != 1 or not args[0].isdigit() or int(args[0]) > INT64_MAX:
             raise Failure("usage", f"`lockstep tasks {action} ID`: one task id, a number (`lockstep tasks` lists them)", 2)
         number, note = int(args[0]), ""
         build = lambda s: m.Tasks(op=action, id=number, text=note, session=s)  # noqa: E731

@@ -87,6 +87,10 @@ def plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the integers the wire and the ledger carry
+PID_MAX = 2**31 - 1  # pid_t is a signed 32-bit integer
+
+
 def seconds(text: str, flag: str) -> float:
     """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m.
 

@@ -20,6 +20,7 @@ from protocol import messages as m
 from .base import (
     DETACHED_ENV,
     EXIT_REFUSED,
+    INT64,
     Failure,
     _out,
     _seconds,
@@ -46,7 +47,7 @@ def _setting_options(fn):
         elif isinstance(s.default, bool) or not isinstance(s.default, int):
             option = click.option(s.flag, s.name, metavar=s.metavar, help=help_text)
         else:
-            option = click.option(s.flag, s.name, type=int, metavar=s.metavar, help=help_text)
+            option = click.option(s.flag, s.name, type=INT64, metavar=s.metavar, help=help_text)
         fn = option(fn)
     return fn
 

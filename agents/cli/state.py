@@ -15,6 +15,7 @@ from protocol import messages as m
 from .base import (
     EXIT_USAGE,
     Failure,
+    Int64,
     _out,
     _seconds,
     endpoint_option,
@@ -57,7 +58,7 @@ FOLLOW_POLL = 0.2  # seconds between looks for new events under --follow
 
 
 @ledger.command("tail")
-@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many of the newest (matching) events.")
+@click.option("-n", "count", type=Int64(minimum=0), default=20, show_default=True, help="How many of the newest (matching) events.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events as they are appended (like tail -f); Ctrl-C ends.")
 @click.option("--agent", "agents", metavar="NAME", multiple=True, help="Only this agent's events (repeatable).")
 @click.option("--kind", "kinds", metavar="GLOB", multiple=True, help="Only kinds matching this glob, e.g. 'claim.*' (repeatable).")

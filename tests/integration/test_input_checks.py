@@ -58,6 +58,18 @@ def test_a_duration_flag_that_is_nan_infinite_or_negative_is_bad_input(repo, coo
     assert [c["holder"] for c in status(repo)["claims"]] == ["b"]
 
 
+def test_an_integer_past_64_bits_is_bad_input_not_a_traceback(repo, coordinator):
+    # Python parses any integer; msgspec, os.kill and SQLite then overflowed in a traceback
+    coordinator(*FAST)
+    big = str(2**70)
+    for argv in (("intent", "src/app.py", "--token", big), ("claim", "src/app.py", "--pid", big),
+                 ("claim", "src/app.py", "--pid", str(2**40)), ("tasks", "take", big), ("ledger", "tail", "-n", big)):
+        result = cli(*argv, "--agent", "t", "--json", cwd=repo.root) if argv[0] != "ledger" else cli(*argv, "--json", cwd=repo.root)
+        assert result.rc == 2 and result.json["error"]["code"] in ("usage", "bad_request"), (argv, result)
+        assert "Traceback" not in result.err, (argv, result.err)
+    assert not status(repo)["claims"]
+
+
 def test_status_works_from_inside_the_git_directory(repo, coordinator):
     coordinator(*FAST)
     inside = cli("status", "--json", cwd=repo.root / ".git")
