@@ -46,6 +46,7 @@ _FILES = {
 }
 _LITERAL = {"type": "boolean", "description": "each path is one file or folder named as written: [, * and ? are not globs"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+_INT64_MAX = 2**63 - 1  # the largest integer the wire carries: a larger one failed to encode and ended the server
 _GATE = {
     "type": "object",
     "properties": {
@@ -86,7 +87,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "intent",
         "description": "Ask before writing concrete files: allow, warn or block (isError). An allowed write to an unclaimed file claims it for you.",
-        "inputSchema": _arguments({"paths": _FILES, "token": {"type": "integer", "minimum": 0}}, ("paths",)),
+        "inputSchema": _arguments({"paths": _FILES, "token": {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {
@@ -156,13 +157,13 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "take_task",
         "description": "Take task `id`: it is yours to do. Refused (isError) when another agent took it or it is done.",
-        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1}}, ("id",)),
+        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX}}, ("id",)),
         "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array"}, "message": {"type": "string"}}, "required": ["tasks", "message"]},
     },
     {
         "name": "finish_task",
         "description": "Mark task `id` done (yours, or one nobody took), with an optional note.",
-        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1}, "note": {"type": "string"}}, ("id",)),
+        "inputSchema": _arguments({"id": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX}, "note": {"type": "string"}}, ("id",)),
         "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array"}, "message": {"type": "string"}}, "required": ["tasks", "message"]},
     },
     {
@@ -212,7 +213,7 @@ def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
     """The first way ``value`` breaks ``schema`` ("paths: expected array, got string"), or None.
 
     Covers the JSON Schema keywords our own tool schemas use (type, enum, properties,
-    required, additionalProperties, items, minItems, minLength, minimum,
+    required, additionalProperties, items, minItems, minLength, minimum, maximum,
     exclusiveMinimum), with 2020-12's meaning; the tests hold it to the reference
     validator.  ``where`` names the field ("paths[0]")."""
     field = where or "arguments"
@@ -252,6 +253,8 @@ def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
             return f"{field}: expected at least {schema['minimum']}"
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
             return f"{field}: expected more than {schema['exclusiveMinimum']}"
+        if "maximum" in schema and value > schema["maximum"]:
+            return f"{field}: expected at most {schema['maximum']}"
     return None
 
 

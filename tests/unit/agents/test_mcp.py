@@ -64,6 +64,18 @@ def test_a_wrong_argument_type_is_a_tool_error_naming_the_field_and_nothing_runs
         assert error["field"] == field and field in result["content"][0]["text"], (args, error)
 
 
+def test_an_integer_past_64_bits_is_a_tool_error_and_nothing_runs():
+    # it reached the tool, failed to encode on the wire, and the exception ended the server
+    for name, args, field in (
+        ("intent", {"paths": ["a"], "token": 2**70}, "token"),
+        ("intent", {"paths": ["a"], "token": 1e300}, "token"),
+        ("take_task", {"id": 2**63}, "id"),
+        ("finish_task", {"id": 2**70}, "id"),
+    ):
+        result = mcp.handle(_call(name, args), NEVER)["result"]
+        assert result["isError"] is True and result["structuredContent"]["error"]["field"] == field, (name, args)
+
+
 def test_valid_integers_reach_the_tool_as_ints():
     seen = []
     mcp.handle(_call("intent", {"paths": ["a"], "token": 7.0}), lambda name, args: seen.append(args) or ({}, False))
