@@ -215,7 +215,9 @@ def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
     Covers the JSON Schema keywords our own tool schemas use (type, enum, properties,
     required, additionalProperties, items, minItems, minLength, minimum, maximum,
     exclusiveMinimum), with 2020-12's meaning; the tests hold it to the reference
-    validator.  ``where`` names the field ("paths[0]")."""
+    validator.  One check of our own: a string must be valid Unicode (JSON's
+    ``"\\ud800"`` escape is a lone surrogate, which no UTF-8 wire carries).
+    ``where`` names the field ("paths[0]")."""
     field = where or "arguments"
     types = schema.get("type")
     if types is not None:
@@ -246,8 +248,11 @@ def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
                 problem = schema_error(schema["items"], item, f"{field}[{i}]")
                 if problem:
                     return problem
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        return f"{field}: expected at least {schema['minLength']} character(s)"
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            return f"{field}: expected at least {schema['minLength']} character(s)"
+        if not _unicode(value):
+            return f"{field}: not valid Unicode (a lone surrogate such as \\ud800)"
     if _JSON_TYPES["number"](value):
         if "minimum" in schema and value < schema["minimum"]:
             return f"{field}: expected at least {schema['minimum']}"
@@ -256,6 +261,14 @@ def schema_error(schema: dict, value: Any, where: str = "") -> str | None:
         if "maximum" in schema and value > schema["maximum"]:
             return f"{field}: expected at most {schema['maximum']}"
     return None
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _integers(schema: dict, arguments: dict) -> dict:

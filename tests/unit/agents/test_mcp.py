@@ -76,6 +76,18 @@ def test_an_integer_past_64_bits_is_a_tool_error_and_nothing_runs():
         assert result["isError"] is True and result["structuredContent"]["error"]["field"] == field, (name, args)
 
 
+def test_a_lone_surrogate_is_a_tool_error_naming_the_field_and_nothing_runs():
+    # JSON's "\\ud800" parses to a str no UTF-8 wire carries: it ended the server in encode
+    out = io.StringIO()
+    lines = [json.dumps(_call(name, args)) for name, args in (
+        ("send", {"to": "bob", "text": "hi \ud800"}), ("finish_task", {"id": 1, "note": "\udfff"}),
+        ("land", {"branch": "b\ud800"}), ("claim", {"paths": ["\ud800.py"]}),
+    )]
+    mcp.serve(io.StringIO("\n".join(lines) + "\n"), out, NEVER)
+    fields = [json.loads(line)["result"]["structuredContent"]["error"]["field"] for line in out.getvalue().splitlines()]
+    assert fields == ["text", "note", "branch", "paths[0]"]
+
+
 def test_valid_integers_reach_the_tool_as_ints():
     seen = []
     mcp.handle(_call("intent", {"paths": ["a"], "token": 7.0}), lambda name, args: seen.append(args) or ({}, False))
