@@ -178,6 +178,11 @@ class Connection:
         """Send and wait for the matching reply; ``Error`` replies raise ``RequestFailed``."""
         req = next(self._req_ids)
         frame = encode(msgspec.structs.replace(message, req=req))
+        if len(frame) > m.MAX_MESSAGE_BYTES:
+            # The coordinator refuses it; past HARD_FRAME_LIMIT its socket drops the
+            # connection unanswered, which read as "unreachable" (exit 3): say it here.
+            message_text = f"message of {len(frame)} bytes exceeds the cap of {m.MAX_MESSAGE_BYTES}"
+            raise RequestFailed(m.Error(req=req, code="too_large", message=message_text))
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         if not self._wait(zmq.POLLOUT, deadline):
             raise self._unreachable()

@@ -70,6 +70,16 @@ def test_an_integer_past_64_bits_is_bad_input_not_a_traceback(repo, coordinator)
     assert not status(repo)["claims"]
 
 
+def test_a_request_past_the_frame_limit_is_too_large_not_unreachable(repo, coordinator):
+    # past HARD_FRAME_LIMIT the coordinator's socket drops the connection unanswered: the
+    # client waited out its timeout and said "no answer from the coordinator" (exit 3)
+    coordinator(*FAST)
+    paths = [f"d{i}/" + "a" * 3990 for i in range(300)]  # 1.2 MB, each argument under the OS's limit
+    result = cli("claim", "--agent", "t", *paths, "--json", cwd=repo.root)
+    assert result.rc == 2 and result.json["error"]["code"] == "too_large", result
+    assert not status(repo)["claims"]
+
+
 def test_status_works_from_inside_the_git_directory(repo, coordinator):
     coordinator(*FAST)
     inside = cli("status", "--json", cwd=repo.root / ".git")
