@@ -827,6 +827,8 @@ class Core:
         if msg.session is None:
             raise PeerError("bad_request", "release needs a session (name an agent), or --force for an operator release")
         agent = self._session(msg.session, now)
+        if msg.all and msg.paths:  # a caller naming some paths must not lose every claim
+            raise PeerError("bad_request", "all releases every claim: name the paths, or all, not both")
         if msg.all:
             entries = self.registry.entries_of(agent.name)
         else:

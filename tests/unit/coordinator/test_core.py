@@ -353,6 +353,16 @@ def test_a_ttl_that_is_not_positive_and_finite_is_refused(ttl):
     assert len(d.records) == before and d.status().claims == []
 
 
+def test_release_of_all_with_paths_is_refused_and_releases_nothing():
+    # the MCP release tool passed both on, and every claim went
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "x.py", "y.py")
+    reply = d.send(m.Release(session=a, paths=["x.py"], all=True))
+    assert isinstance(reply, m.Error) and reply.code == "bad_request"
+    assert sorted(c.pattern for c in d.status().claims) == ["x.py", "y.py"]
+
+
 def test_paths_escaping_the_repo_are_refused():
     d = Driver()
     a = d.hello("alice")
