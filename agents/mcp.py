@@ -23,6 +23,7 @@ client over stdio.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable, TextIO
 
 from protocol import jsontext
@@ -305,6 +306,8 @@ class Server:
         method, ident = message["method"], message.get("id")
         if ident is None:
             return None  # a notification (initialized, cancelled, ...)
+        if not _valid_id(ident):  # echoed, 1e400 would print Infinity, which is not JSON
+            return _error(None, -32600, "invalid request: id must be a string or a number")
         params = message.get("params")
         if params is None:
             params = {}
@@ -370,6 +373,13 @@ def serve(stdin: TextIO, stdout: TextIO, call_tool: CallTool) -> None:
         if response is not None:
             stdout.write(json.dumps(response) + "\n")
             stdout.flush()
+
+
+def _valid_id(ident: Any) -> bool:
+    """JSON-RPC's request ids: strings and finite numbers (not true, not objects)."""
+    if isinstance(ident, bool):
+        return False
+    return isinstance(ident, (str, int)) or isinstance(ident, float) and math.isfinite(ident)
 
 
 def _not_json(constant: str) -> float:

@@ -30,6 +30,16 @@ def test_protocol_errors_for_malformed_calls_and_silence_for_notifications():
     assert mcp.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "claim", "arguments": [1]}}, never)["error"]["code"] == -32602
 
 
+def test_a_request_id_that_is_not_a_string_or_a_finite_number_is_an_invalid_request():
+    # an id of 1e400 was echoed as Infinity: the reply line was not JSON
+    out = io.StringIO()
+    lines = [f'{{"jsonrpc": "2.0", "id": {ident}, "method": "ping"}}' for ident in ("1e400", "-1e400", "true", '{"a": 1}', "[1]", '"x"', "2.5")]
+    mcp.serve(io.StringIO("\n".join(lines) + "\n"), out, NEVER)
+    replies = [json.loads(line, parse_constant=mcp._not_json) for line in out.getvalue().splitlines()]
+    assert [r.get("error", {}).get("code") for r in replies] == [-32600] * 5 + [None, None]
+    assert [r["id"] for r in replies] == [None] * 5 + ["x", 2.5]
+
+
 def test_serve_answers_line_by_line_and_reports_parse_errors():
     out = io.StringIO()
     mcp.serve(io.StringIO('{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n\nnot json\n'), out, lambda *a: ({}, False))
