@@ -170,9 +170,15 @@ class Connection:
         # A joined clone's keys (protocol.curve); a handshake the coordinator refuses
         # (a revoked or unknown key) is seen on a monitor socket, not as a silence.
         self._monitor = None
-        if curve.secure(self._sock, endpoint):
-            self._monitor = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-        self._sock.connect(endpoint)
+        try:
+            if curve.secure(self._sock, endpoint):
+                self._monitor = self._sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+            self._sock.connect(endpoint)
+        except zmq.ZMQError as exc:  # "tcp://host" without a port, "ipc://", a key that is not Z85
+            self.close()
+            from protocol.errors import UsageError
+
+            raise UsageError(f"cannot connect to {endpoint!r}: {zmq.strerror(exc.errno)}; use ipc://PATH or tcp://HOST:PORT") from None
 
     def request(self, message: m.Request, timeout: float | None = None) -> m.Reply:
         """Send and wait for the matching reply; ``Error`` replies raise ``RequestFailed``."""
