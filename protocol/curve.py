@@ -80,16 +80,44 @@ def read_token(token: str) -> dict:
         body = jsontext.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         fields = {
             "name": str(body["n"]),
-            "endpoints": [str(e) for e in body["e"]],
-            "pub": [str(e) for e in body["p"]],
+            "endpoints": _tcp_endpoints(body["e"]),
+            "pub": _tcp_endpoints(body["p"]),
             "server_key": str(body["k"]).encode(),
             "secret": str(body["s"]).encode(),
         }
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"damaged join token ({type(exc).__name__}); copy the whole line `lockstep invite` printed") from None
-    if len(fields["server_key"]) != 40 or len(fields["secret"]) != 40 or not fields["endpoints"]:
-        raise UsageError("damaged join token (bad key length or no endpoint); copy the whole line `lockstep invite` printed")
+    if not (_is_z85_key(fields["server_key"]) and _is_z85_key(fields["secret"])) or not fields["endpoints"]:
+        raise UsageError("damaged join token (a key that is not 40 Z85 characters, or no endpoint); copy the whole line `lockstep invite` printed")
     return fields
+
+
+def _tcp_endpoints(value: object) -> list[str]:
+    """A token's endpoints: a list of tcp:// addresses (a coordinator serving remote
+    agents listens on tcp); anything else raises ``ValueError``, as a damaged token."""
+    if not isinstance(value, list) or not all(isinstance(e, str) and e.startswith("tcp://") for e in value):
+        raise ValueError("endpoints")
+    return value
+
+
+# Z85 (ZeroMQ RFC 32), in which libzmq takes CURVE keys: 5 characters per 4 bytes.
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
+
+
+def _is_z85_key(key: bytes) -> bool:
+    """A 32-byte key in Z85: 40 characters of the alphabet, each group of 5 under 2**32
+    (libzmq refuses anything else with a bare EINVAL, a traceback at join)."""
+    text = key.decode("latin-1")
+    if len(text) != 40 or any(c not in _Z85_VALUE for c in text):
+        return False
+    for start in range(0, 40, 5):
+        value = 0
+        for c in text[start : start + 5]:
+            value = value * 85 + _Z85_VALUE[c]
+        if value >= 2**32:
+            return False
+    return True
 
 
 def read_remote(state_dir: Path) -> dict | None:

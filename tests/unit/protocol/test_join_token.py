@@ -36,8 +36,15 @@ def test_a_token_reads_back_what_invite_put_in_it():
         _token(json.dumps({"n": "a", "e": 5, "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
         _token(json.dumps({"n": "a", "e": [], "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
         _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": [], "k": "short", "s": "s" * 40}).encode()),
+        # each of these passed, then zmq raised a bare EINVAL in a traceback at join
+        _token(json.dumps({"n": "a", "e": "tcp://h:1", "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["foo://h:1"], "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": "tcp://h:2", "k": "k" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": [], "k": "~" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": [], "k": "k" * 40, "s": "#" * 40}).encode()),
     ],
-    ids=["no-prefix", "not-base64", "not-utf8", "nested", "a-list", "endpoints-not-a-list", "no-endpoint", "short-key"],
+    ids=["no-prefix", "not-base64", "not-utf8", "nested", "a-list", "endpoints-not-a-list", "no-endpoint", "short-key",
+         "endpoints-a-string", "endpoint-not-tcp", "pub-a-string", "key-not-z85", "secret-past-32-bits"],
 )
 def test_anything_else_is_one_line_saying_what_to_do(token):
     with pytest.raises(UsageError) as raised:
