@@ -105,6 +105,16 @@ def seconds(text: str, flag: str) -> float:
     return parse_duration(value, where=flag)
 
 
+def age_seconds(text: str, flag: str) -> float:
+    """A flag's age: a number of days ("2d", "1.5d"), or a duration as ``seconds`` reads it."""
+    days = text.strip()
+    if days.endswith("d") and days[:-1].replace(".", "", 1).isdigit():
+        from probes.config import parse_duration
+
+        return parse_duration(float(days[:-1]) * 86400, where=flag)  # refuses what overflows to inf
+    return seconds(text, flag)
+
+
 def need_agent(agent: str | None) -> str:
     if not agent:
         raise Failure(

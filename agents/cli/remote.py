@@ -19,13 +19,13 @@ from protocol import messages as m
 from .base import (
     Failure,
     _out,
-    _seconds,
     ask,
     endpoint_option,
     handle_errors,
     json_option,
     main,
 )
+from .output import age_seconds
 
 
 @main.command()
@@ -46,7 +46,7 @@ def invite(name, ttl, endpoint, as_json):
       lockstep invite alice
       lockstep invite ci-runner --ttl 10m --json
     """
-    seconds = _seconds(ttl, "--ttl")
+    seconds = age_seconds(ttl, "--ttl")  # its help promises days ("2d")
     reply = ask(endpoint, m.Keys(op="invite", name=name, ttl=seconds))
     _out(as_json, {"agent": name, "token": reply.token, "expires": time.time() + seconds}, reply.token)
 

@@ -17,12 +17,12 @@ from .base import (
     Failure,
     Int64,
     _out,
-    _seconds,
     endpoint_option,
     handle_errors,
     json_option,
     main,
 )
+from .output import age_seconds
 from .statusview import status_payload as _status_payload
 
 
@@ -200,9 +200,7 @@ COMPACT_TIMEOUT_S = 600.0  # a big ledger takes a while; the coordinator serves 
 
 def _keep_seconds(text: str) -> float:
     """--keep: 30d, 12h, 90m, or any --ttl-style duration."""
-    if text.endswith("d") and text[:-1].replace(".", "", 1).isdigit():
-        return float(text[:-1]) * 86400
-    return _seconds(text, "--keep")
+    return age_seconds(text, "--keep")
 
 
 @ledger.command("compact")

@@ -257,6 +257,31 @@ def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
     assert "durability power-loss (the default with remote agents (--curve))" in cli("status", cwd=origin.root).out
 
 
+def _serve_curve_on_loopback(tmp_path: Path, coordinator_in):
+    """A repository served with --curve on a free loopback port, and a clone of it."""
+    import socket
+
+    origin = make_repo(tmp_path / "origin")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    coordinator_in(origin, "--endpoint", f"tcp://127.0.0.1:{port}", "--pub-endpoint", "tcp://127.0.0.1:0", "--curve", *FAST)
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
+    return origin, clone
+
+
+def test_invite_takes_a_ttl_in_days_as_its_help_says(tmp_path: Path, coordinator_in):
+    import time
+
+    from .conftest import cli
+
+    origin, _ = _serve_curve_on_loopback(tmp_path, coordinator_in)
+    invited = cli("invite", "alice", "--ttl", "2d", "--json", cwd=origin.root)  # refused as "not a duration"
+    assert invited.rc == 0, invited
+    assert invited.json["expires"] - time.time() > 86400
+
+
 def test_a_non_loopback_endpoint_without_curve_is_refused(repo):
     from .conftest import cli
 
