@@ -73,7 +73,7 @@ def join(token, no_worker, as_json):
     """
     import zmq
 
-    from agents.oneshot import _hostname, open_connection
+    from agents.oneshot import RequestFailed, _hostname, open_connection
 
     fields = curve.read_token(token)
     place = discovery.locate()
@@ -82,8 +82,16 @@ def join(token, no_worker, as_json):
     endpoint = fields["endpoints"][0]
     public, secret = zmq.curve_keypair()
     curve.remember(endpoint, fields["server_key"], curve.public_of(fields["secret"]), fields["secret"])
-    with open_connection(endpoint) as conn:
-        reply = conn.request(m.Enroll(key=public.decode(), roots=curve.root_commits(place.worktree), host=_hostname()))
+    try:
+        with open_connection(endpoint) as conn:
+            reply = conn.request(m.Enroll(key=public.decode(), roots=curve.root_commits(place.worktree), host=_hostname()))
+    except RequestFailed as exc:
+        if exc.code != "revoked":
+            raise
+        # The handshake refused the token's one-time key; the generic words ("this clone's
+        # key ... revoked") sent a user holding an expired or spent token looking elsewhere.
+        raise Failure("revoked", f"the coordinator at {endpoint} refused this join token: it expired, was used already, "
+                      "or its invitation was revoked; ask its operator for a new `lockstep invite NAME`", 1) from None
     state_dir = discovery.ensure_state_dir(place)
     remote = {
         "agent": reply.agent,

@@ -282,6 +282,19 @@ def test_invite_takes_a_ttl_in_days_as_its_help_says(tmp_path: Path, coordinator
     assert invited.json["expires"] - time.time() > 86400
 
 
+def test_a_spent_or_expired_join_token_is_refused_saying_so(tmp_path: Path, coordinator_in):
+    from .conftest import cli
+
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in)
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
+    expired = cli("invite", "bob", "--ttl", "1ms", "--json", cwd=origin.root).json["token"]
+    for spent in (token, expired):
+        again = cli("join", spent, "--no-worker", "--json", cwd=clone)
+        assert again.rc == 1 and again.json["error"]["code"] == "revoked", again
+        assert "join token" in again.json["error"]["message"] and "lockstep invite" in again.json["error"]["message"]
+
+
 def test_a_non_loopback_endpoint_without_curve_is_refused(repo):
     from .conftest import cli
 
