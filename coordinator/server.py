@@ -345,11 +345,11 @@ class Server:
             raw.setsockopt(zmq.ROUTER_MANDATORY, 1)
         raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT; IPv4 addresses still work
         path = Path(endpoint[len("ipc://") :]) if endpoint.startswith("ipc://") else None
-        if path is not None:
-            path.unlink(missing_ok=True)  # left by a killed coordinator
         try:
+            if path is not None:
+                path.unlink(missing_ok=True)  # left by a killed coordinator
             raw.bind(endpoint)
-        except zmq.ZMQError as exc:
+        except (zmq.ZMQError, OSError) as exc:  # OSError: the ipc path is a directory, say
             raw.close()  # an open socket would make ctx.term() wait forever
             raise BindFailed(f"cannot listen on {endpoint}: {exc.strerror}") from None
         if path is not None:

@@ -302,6 +302,13 @@ def test_an_endpoint_that_cannot_be_bound_says_so_and_exits_2(repo):
     assert "Traceback" not in result.err
 
 
+def test_an_ipc_endpoint_that_is_a_directory_says_so_and_exits_2(repo, tmp_path):
+    # unlinking a stale socket file there raised before the socket was closed: serve hung in ctx.term()
+    result = cli("serve", "--endpoint", f"ipc://{tmp_path}", cwd=repo.root, timeout=20)
+    assert result.rc == 2 and f"cannot listen on ipc://{tmp_path}" in result.err, result
+    assert "Traceback" not in result.err
+
+
 # ------------------------------------------------------------------ paths the OS refuses
 
 
