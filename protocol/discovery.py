@@ -152,11 +152,16 @@ def check_endpoint(endpoint: str, curve: bool = False) -> str:
             "could connect and act as any agent; use ipc://PATH (a socket file in a private directory)",
         )
     if endpoint.startswith("ipc://"):
+        if endpoint == "ipc://":
+            raise PeerError("bad_request", "ipc:// names no socket file: use ipc://PATH")
         return endpoint
     if endpoint.startswith("tcp://"):
         import ipaddress  # only for tcp endpoints
 
-        host = endpoint[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
+        address, colon, port = endpoint[len("tcp://") :].rpartition(":")
+        if not (colon and address and (port.isdigit() or port == "*")):  # serve reads the port to put PUB beside it
+            raise PeerError("bad_request", f"{endpoint!r} is not tcp://HOST:PORT (a port number, or * to pick one)")
+        host = address.strip("[]")
         if host == "localhost" or curve:
             return endpoint
         try:

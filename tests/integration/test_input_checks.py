@@ -82,9 +82,10 @@ def test_a_request_past_the_frame_limit_is_too_large_not_unreachable(repo, coord
 
 def test_an_endpoint_zeromq_cannot_parse_is_bad_input(repo):
     # it passed the scheme check, then zmq's connect raised in a traceback (exit 1)
-    for endpoint in ("tcp://localhost", "tcp://127.0.0.1:abc", "ipc://"):
-        _one_line_usage(cli("status", "--endpoint", endpoint, cwd=repo.root), endpoint, "cannot connect")
+    for endpoint in ("tcp://localhost", "tcp://127.0.0.1:abc", "ipc://", "tcp://127.0.0.1:*"):
+        _one_line_usage(cli("status", "--endpoint", endpoint, cwd=repo.root), endpoint)
         _one_line_usage(cli("claim", "--agent", "e", "src/app.py", cwd=repo.root, env={"LOCKSTEP_ENDPOINT": endpoint}), endpoint)
+    _one_line_usage(cli("status", "--endpoint", "tcp://127.0.0.1:*", cwd=repo.root), "cannot connect")  # a port to bind, not to reach
 
 
 def test_status_works_from_inside_the_git_directory(repo, coordinator):

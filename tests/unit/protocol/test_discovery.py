@@ -161,7 +161,8 @@ def test_ipc_and_loopback_tcp_are_accepted(endpoint: str):
 @pytest.mark.parametrize(
     "endpoint",
     ["tcp://0.0.0.0:5555", "tcp://10.0.0.1:5555", "tcp://[::]:5555", "tcp://example.com:80", "tcp://*:5555",
-     "http://127.0.0.1:80", "inproc://x", "", "127.0.0.1:5555", "ipc://@abstract"],  # abstract: no file permissions
+     "http://127.0.0.1:80", "inproc://x", "", "127.0.0.1:5555", "ipc://@abstract",  # abstract: no file permissions
+     "ipc://", "tcp://localhost", "tcp://127.0.0.1:abc", "tcp://127.0.0.1:", "tcp://:5555"],  # serve: a traceback, or a hang
 )
 def test_anything_else_is_refused_as_bad_input(endpoint: str):
     with pytest.raises(PeerError) as caught:
