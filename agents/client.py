@@ -57,7 +57,7 @@ from protocol import messages as m
 from protocol.codec import decode_reply, encode
 from protocol.discovery import Place, locate
 from protocol.errors import single_errors
-from protocol.gitrefs import read_head
+from protocol.gitrefs import merge_heads, read_head
 from protocol.procs import is_same_process, process_started
 from protocol.trio_zmq import TrioSocket
 from protocol.uncommitted import uncommitted_paths
@@ -249,18 +249,23 @@ class AgentSession:
         """The commit checked out in this agent's worktree, read from .git's files (no git)."""
         return read_head(self._hello.worktree) if self._hello.worktree else None
 
+    def merging(self) -> list[str]:
+        """The commits a merge in progress in this agent's worktree brings (``MERGE_HEAD``):
+        the commit that concludes it has them too, so what they bring is no stale base."""
+        return merge_heads(self._hello.worktree) if self._hello.worktree else []
+
     async def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None) -> m.Granted | m.Refused:
-        head = self.head()
-        return await self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head))
+        head, merging = self.head(), self.merging()
+        return await self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head, merging=merging))
 
     async def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
-        head = self.head()
-        return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
+        head, merging = self.head(), self.merging()
+        return await self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head, merging=merging))
 
     async def wrote(self, paths: list[str], *, source: str = "") -> m.Decision:
         """Report files already written (a watcher saw them): see ``m.Wrote``."""
-        head = self.head()
-        return await self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head))
+        head, merging = self.head(), self.merging()
+        return await self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head, merging=merging))
 
     async def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         """Release; the worktree's uncommitted paths go along (see ``m.Release``)."""

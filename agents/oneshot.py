@@ -320,20 +320,27 @@ class OneShotSession:
 
         return read_head(self._hello.worktree) if self._hello.worktree else None
 
+    def merging(self) -> list[str]:
+        """The commits a merge in progress in this agent's worktree brings (``MERGE_HEAD``):
+        the commit that concludes it has them too, so what they bring is no stale base."""
+        from protocol.gitrefs import merge_heads
+
+        return merge_heads(self._hello.worktree) if self._hello.worktree else []
+
     def claim(self, paths: list[str], *, shared: bool = False, ttl: float | None = None, retry: bool = False) -> m.Granted | m.Refused:
         """``retry``: a retry of a refused claim while waiting (not recorded as another refusal)."""
-        head = self.head()
-        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head, retry=retry))
+        head, merging = self.head(), self.merging()
+        return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head, merging=merging, retry=retry))
 
     def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
-        head = self.head()
-        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head))
+        head, merging = self.head(), self.merging()
+        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head, merging=merging))
 
     def wrote(self, paths: list[str], *, source: str = "") -> m.Decision:
         """Report files already written (seen after the fact): free ones are claimed,
         ones another agent holds become a ``write.unannounced`` event."""
-        head = self.head()
-        return self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head))
+        head, merging = self.head(), self.merging()
+        return self.call(lambda s: m.Wrote(session=s, paths=list(paths), source=source, head=head, merging=merging))
 
     def release(self, paths: list[str] = (), *, all: bool = False) -> m.Released:
         """Release; the worktree's uncommitted paths go along, so the coordinator warns

@@ -735,7 +735,7 @@ class Core:
         patterns = _parse_new_patterns(msg.paths)
         _check_ttl(msg.ttl)
         access = "shared" if msg.shared else "exclusive"
-        stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head) if msg.head is not None else []
+        stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head, msg.merging) if msg.head is not None else []
         if stale and self._stale_blocks():
             self._refuse_claim(peer, msg, agent, patterns, [], "; ".join(_stale_reasons(stale)), stale)
             return
@@ -791,17 +791,22 @@ class Core:
         self._publish(rec.ClaimRefused.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
         self._reply(peer, m.Refused(req=msg.req, reason=reason, conflicts=conflicts, stale=list(stale), conflicts_total=total))
 
-    def _stale_bases(self, paths: list[Pattern], head: str | None) -> list[m.StaleBase]:
-        """The paths whose newest change on the integration branch ``head`` lacks."""
+    def _stale_bases(self, paths: list[Pattern], head: str | None, merging: list[str] | tuple[()] = ()) -> list[m.StaleBase]:
+        """The paths whose newest change on the integration branch ``head`` lacks.  With a
+        merge in progress (``merging``: the commits it brings) the next commit has them all
+        as parents: a change one of them has is in it, so only what all lack is stale."""
         index = self.integration
-        if head is not None and not is_commit_id(head):
-            raise PeerError("bad_request", f"head must be a full commit id (40 or 64 hex digits), not {head[:80]!r}")
+        if len(merging) > m.MERGING_LIMIT:
+            raise PeerError("bad_request", f"a merge brings at most {m.MERGING_LIMIT} commits, not {len(merging)}")
+        for commit in (head, *merging):
+            if commit is not None and not is_commit_id(commit):
+                raise PeerError("bad_request", f"head must be a full commit id (40 or 64 hex digits), not {commit[:80]!r}")
         if index is None or head is None or self.settings.fresh_base == "off":
             return []
         found = []
         for path in paths:
             change = index.stale(path.text, head)
-            if change is not None:
+            if change is not None and all(index.stale(path.text, commit) is not None for commit in merging):
                 found.append(m.StaleBase(path=path.text, commit=change.commit, author=change.author, subject=change.subject, branch=index.short_name))
         return found
 
@@ -920,7 +925,7 @@ class Core:
 
     def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
         agent = self._session(msg.session, now)
-        self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now))
+        self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now, msg.merging))
 
     def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
         """A write seen after the fact: the intent gate as if it had been asked (a free
@@ -932,7 +937,7 @@ class Core:
         # A name with a control character cannot be coordinated (_parse_new_patterns);
         # it must not cost the report the other files the call wrote.
         coordinated = [text for text in msg.paths if not CONTROL_CHARACTER.search(text)] or msg.paths
-        decision = self._intent(agent, coordinated, None, msg.head, msg.req, now)
+        decision = self._intent(agent, coordinated, None, msg.head, msg.req, now, msg.merging)
         held = [c for c in decision.conflicts if c.holder != agent.name]
         if held:
             paths = sorted({p for p in decision.paths if any(overlaps(Pattern.parse(c.pattern), Pattern.parse(p)) for c in held)})
@@ -944,17 +949,19 @@ class Core:
             self._publish(record.KIND, agent.name, msgspec.to_builtins(rec.data_of(record)))
             free = [p for p in decision.paths if p not in record.paths]
             if decision.verdict in ("block", "warn") and free and record.paths != decision.paths:
-                self._intent(agent, free, None, msg.head, msg.req, now)  # the rest is written too: claim it
+                self._intent(agent, free, None, msg.head, msg.req, now, msg.merging)  # the rest is written too: claim it
         self._reply(peer, decision)
 
-    def _intent(self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float) -> m.Decision:
+    def _intent(
+        self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float, merging: list[str] | tuple[()] = (),
+    ) -> m.Decision:
         """Decide, record and publish one write intent; the reply to send."""
         paths = _parse_new_patterns(texts)
         for path in paths:
             if not path.is_literal:
                 raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
         self._counts["intents"] += 1
-        stale = self._stale_bases(paths, head)
+        stale = self._stale_bases(paths, head, merging)
         if stale and self._stale_blocks():
             verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
         else:
@@ -1141,7 +1148,7 @@ class Core:
         paths = _parse_patterns(msg.paths)
         if not msg.head:
             raise PeerError("bad_request", "fresh needs the worktree's head commit")
-        stale = self._stale_bases([p for p in paths if p.is_literal], msg.head)
+        stale = self._stale_bases([p for p in paths if p.is_literal], msg.head, msg.merging)
         if not stale:
             verdict, reason = "allow", "fresh: the integration branch changed none of these paths since this base"
         else:

@@ -55,6 +55,7 @@ from protocol.discovery import LEDGER_FILE, Place, remove_state, write_state
 from protocol.errors import PeerError, UsageError
 from protocol.messages import (
     HARD_FRAME_LIMIT,
+    MERGING_LIMIT,
     Bye,
     Compact,
     Compacted,
@@ -531,6 +532,8 @@ class Server:
         if self.refs is None:
             return
         heads = {getattr(message, "head", None) for _, message in messages} - {None}
+        for _, message in messages:  # a merge in progress: the commits it brings count too (the core caps them)
+            heads.update(getattr(message, "merging", ())[:MERGING_LIMIT])
         releases = any(isinstance(message, (Release, Bye)) for _, message in messages)
         if not heads and not releases:
             return

@@ -100,6 +100,19 @@ def read_head(worktree: str | os.PathLike) -> str | None:
     return text if is_commit_id(text) else None
 
 
+def merge_heads(worktree: str | os.PathLike) -> list[str]:
+    """The commits a merge in progress in ``worktree`` brings (``MERGE_HEAD`` in its git
+    dir, one id a line; an octopus merge has several), or [] when no merge is under way."""
+    dirs = git_dirs(worktree)
+    if dirs is None:
+        return []
+    try:
+        text = (dirs[0] / "MERGE_HEAD").read_text()
+    except OSError:
+        return []
+    return [line.strip() for line in text.splitlines() if is_commit_id(line.strip())]
+
+
 def head_branch(worktree: str | os.PathLike) -> str | None:
     """The branch (``refs/heads/NAME``) checked out in ``worktree``, or None."""
     dirs = git_dirs(worktree)

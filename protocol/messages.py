@@ -87,12 +87,16 @@ class Watch(Request, frozen=True, kw_only=True, tag="watch"):
     pid_started: float | None = None
 
 
+MERGING_LIMIT = 16  # commits a merge in progress may name (an octopus merge's MERGE_HEAD lines)
+
+
 class Claim(Request, frozen=True, kw_only=True, tag="claim"):
     session: str
     paths: list[str]
     shared: bool = False
     ttl: float | None = None
     head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
+    merging: list[str] = []  # a merge in progress in that worktree: the commits it brings (MERGE_HEAD)
     retry: bool = False  # a waiting client's retry: a refusal is answered, not recorded again
 
 
@@ -125,6 +129,7 @@ class Intent(Request, frozen=True, kw_only=True, tag="intent"):
     paths: list[str]
     token: int | None = None
     head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
+    merging: list[str] = []  # a merge in progress in that worktree: the commits it brings (MERGE_HEAD)
 
 
 class Wrote(Request, frozen=True, kw_only=True, tag="wrote"):
@@ -137,6 +142,7 @@ class Wrote(Request, frozen=True, kw_only=True, tag="wrote"):
     paths: list[str]
     source: str = ""  # what saw the write, e.g. "claude PostToolUse Bash", "run watcher"
     head: str | None = None  # the commit checked out in the agent's worktree
+    merging: list[str] = []  # a merge in progress in that worktree: the commits it brings (MERGE_HEAD)
 
 
 class Status(Request, frozen=True, kw_only=True, tag="status"):
@@ -159,6 +165,7 @@ class Fresh(Request, frozen=True, kw_only=True, tag="fresh"):
 
     paths: list[str]
     head: str
+    merging: list[str] = []  # a merge in progress in that worktree: the commits it brings (MERGE_HEAD)
 
 
 class Bye(Request, frozen=True, kw_only=True, tag="bye"):

@@ -240,11 +240,12 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     # A person: the fresh-base gate on this worktree's HEAD (the coordinator's index of the
     # integration branch decides, as for an agent's intent), then others' live claims and
     # merge holds.
-    from protocol.gitrefs import read_head
+    from protocol.gitrefs import merge_heads, read_head
 
-    head = read_head(discovery.locate().worktree)
-    if head is not None:
-        fresh = ask(endpoint, m.Fresh(paths=files, head=head))
+    worktree = discovery.locate().worktree
+    head = read_head(worktree)
+    if head is not None:  # concluding a merge: the commits it brings are in the commit too
+        fresh = ask(endpoint, m.Fresh(paths=files, head=head, merging=merge_heads(worktree)))
         if fresh.verdict == "block":
             return True, fresh.reason
         if fresh.verdict == "warn":

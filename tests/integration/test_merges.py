@@ -155,6 +155,50 @@ def test_the_guard_refuses_a_persons_stale_base_commit_and_accepts_it_after_merg
     assert done.returncode == 0, done.stderr
 
 
+def _conflicting_merge_of_main(repo):
+    """bob's branch and main both change src/app.py; ``git merge main`` in bob's worktree
+    stops on the conflict (MERGE_HEAD is main's tip), as it does before a person or an
+    agent resolves it."""
+    (repo.other / "src" / "app.py").write_text("bob's change\n")
+    assert _git(repo.other, "commit", "-qam", "bob's change", "--no-verify").returncode == 0
+    _change_on_main(repo)
+    assert _git(repo.other, "merge", "main").returncode != 0  # the conflict
+    (repo.other / "src" / "app.py").write_text("both changes\n")  # resolved
+    assert _git(repo.other, "add", "src/app.py").returncode == 0
+
+
+def test_resolving_and_concluding_a_merge_of_main_is_no_stale_base(repo, coordinator):
+    """The commit that concludes ``git merge main`` has main's tip as a parent: what main
+    changed is in it, so neither the resolving write nor that commit is refused as stale."""
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.other).rc == 0
+    _conflicting_merge_of_main(repo)
+    resolving = cli("intent", "src/app.py", "--agent", "bob", "--json", cwd=repo.other)
+    assert resolving.rc == 0 and resolving.json["verdict"] == "allow" and resolving.json["stale"] == [], resolving
+    done = _git(repo.other, "commit", "--no-edit", env={"LOCKSTEP_AGENT": "bob"})
+    assert done.returncode == 0, done.stderr
+    # a merge of something else than main does not freshen what main changed
+    (repo.root / "src" / "app.py").write_text("main again\n")  # past bob's merge hold: what is tested is the base
+    assert _git(repo.root, "commit", "-qam", "main again", "--no-verify").returncode == 0
+    _git(repo.other, "checkout", "-q", "-b", "side", "HEAD~1")
+    (repo.other / "side.txt").write_text("side\n")
+    _git(repo.other, "add", "side.txt")
+    assert _git(repo.other, "commit", "-qm", "side", "--no-verify").returncode == 0
+    assert _git(repo.other, "merge", "--no-commit", "-q", "wt-bob").returncode == 0
+    stale = cli("intent", "src/app.py", "--agent", "bob", "--json", cwd=repo.other)
+    assert stale.rc == 1 and stale.json["reason"].startswith("stale base: src/app.py"), stale
+
+
+def test_a_person_concludes_a_merge_of_main_through_the_guard(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.other).rc == 0
+    _conflicting_merge_of_main(repo)
+    checked = cli("guard", "pre-commit", "--json", cwd=repo.other)
+    assert checked.rc == 0 and checked.json["allowed"] is True, checked
+    done = _git(repo.other, "commit", "--no-edit")  # no LOCKSTEP_AGENT: a person
+    assert done.returncode == 0, done.stderr
+
+
 def test_warn_mode_lets_a_persons_stale_base_commit_through_with_a_warning(repo, coordinator):
     coordinator(*FAST, "--fresh-base", "warn")
     assert cli("guard", "install", cwd=repo.other).rc == 0
