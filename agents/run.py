@@ -44,6 +44,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_GRACE = 5.0  # seconds the worker `run` started has to stop before it is killed
 SHELLS = ("sh", "bash", "dash", "zsh", "ksh")  # `SHELL -c SCRIPT` is reported as SCRIPT
 TRIGGER_POLL = 0.1  # seconds between looks at the triggered job run's own worker runs
+NOT_FOUND, NOT_RUNNABLE = 127, 126  # exit codes when CMD cannot start (as a shell's)
 WORKER_READY_WAIT = 15.0  # seconds run's own worker may take to be welcomed before CMD is reported
 
 
@@ -77,8 +78,9 @@ async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, 
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)
-            except OSError as exc:
-                return _fail(as_json, "bad_request", f"cannot start {argv[0]}: {exc}", 127)
+            except OSError as exc:  # a shell's codes: 127 not found, 126 found but not runnable
+                status = NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_RUNNABLE
+                return _fail(as_json, "bad_request", f"cannot start {argv[0]}: {exc}", status)
             with trio.open_signal_receiver(*FORWARDED) as signals, single_errors():
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_forward, signals, process)

@@ -27,7 +27,8 @@ def run(agent, no_watch, endpoint, as_json, command):
 
     Registers NAME with CMD's pid watched, heartbeats for it, sets LOCKSTEP_AGENT=NAME
     for CMD and its children, forwards SIGINT/SIGTERM/SIGHUP, releases NAME's claims when CMD
-    exits and exits with CMD's code (128+N if killed by signal N). Refused (exit 1) if
+    exits and exits with CMD's code (128+N if killed by signal N;
+    127 if CMD is not found, 126 if it cannot be run). Refused (exit 1) if
     NAME is already live; exit 3 without starting CMD if no coordinator answers.
 
     Every write in the worktree (outside .git, not git-ignored) is reported as NAME's

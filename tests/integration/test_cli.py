@@ -162,6 +162,13 @@ def test_run_contract(repo, coordinator):
     assert child.rc == 7 and child.out.strip() == "runner"
     killed = cli("run", "--agent", "runner", "--", sys.executable, "-c", "import os,signal; os.kill(os.getpid(), signal.SIGTERM)", cwd=repo.root)
     assert killed.rc == 128 + signal.SIGTERM
+    # a command that cannot start: 127 when there is no such file, 126 when it cannot run (as a shell says)
+    missing = cli("run", "--agent", "runner", "--", str(repo.root / "no-such-command"), cwd=repo.root)
+    assert missing.rc == 127 and "cannot start" in missing.err
+    (repo.root / "not-executable.sh").write_text("#!/bin/sh\nexit 0\n")
+    for unrunnable in (repo.root / "not-executable.sh", repo.root / "src"):  # no x bit; a folder
+        refused = cli("run", "--agent", "runner", "--", str(unrunnable), cwd=repo.root)
+        assert refused.rc == 126 and "cannot start" in refused.err, refused
     # the run's claims are released when its command exits
     cli("run", "--agent", "holder", "--", sys.executable, "-m", "agents.cli", "claim", "src/", cwd=repo.root)
     assert [c for c in status(repo)["claims"] if c["holder"] == "holder"] == []
