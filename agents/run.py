@@ -3,9 +3,10 @@
 Order matters: the session is opened *before* CMD starts (so an unreachable
 coordinator or a name already live stops us without running anything), then CMD's pid
 is watched (its exit frees the claims at once, even if this wrapper is killed), then
-we heartbeat until CMD exits, say bye, and exit with CMD's status.  In a clone joined
-to a coordinator on another host, a ``lockstep worker`` runs alongside CMD (unless one
-runs already) so that the agent's checks run here.  Meanwhile every
+we heartbeat until CMD exits, say bye, and exit with CMD's status.  Signals are
+forwarded to CMD, but for a Ctrl-C: the terminal sends that to CMD itself.  In a clone
+joined to a coordinator on another host, a ``lockstep worker`` runs alongside CMD
+(unless one runs already) so that the agent's checks run here.  Meanwhile every
 write in the worktree is reported as it happens (``agents.watch``; armed before CMD
 starts).
 
@@ -163,7 +164,27 @@ async def own_worker():
 
 async def _forward(signals, process: trio.Process) -> None:
     async for signum in signals:
+        if signum == signal.SIGINT and _terminal_sent_it_to(process.pid):
+            continue
         try:
             process.send_signal(signum)
         except ProcessLookupError:
             return
+
+
+def _terminal_sent_it_to(pid: int) -> bool:
+    """Whether a SIGINT we got is a Ctrl-C that reached CMD already: the terminal sends it
+    to its whole foreground process group, and CMD is in ours.  Forwarding it would be
+    a second Ctrl-C, which many programs (agents' REPLs among them) take as "quit now"."""
+    try:
+        if os.getpgid(pid) != os.getpgrp():
+            return False
+    except OSError:
+        return False
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return True
+        except OSError:  # not our controlling terminal
+            continue
+    return False

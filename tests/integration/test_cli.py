@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .conftest import (
@@ -197,6 +199,88 @@ def test_run_refuses_a_live_name_and_forwards_signals(repo, coordinator, tmp_pat
             run.kill()
             run.wait(10)
     wait_until(lambda: next(a for a in status(repo)["agents"] if a["name"] == "busy")["state"] == "gone", what="busy gone")
+
+
+# CMD counts the SIGINTs it gets and exits with that count on SIGTERM.
+COUNTS_SIGINT = (
+    "import signal,sys\n"
+    "both = {signal.SIGINT, signal.SIGTERM}\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, both)\n"
+    "print('ready', flush=True)\n"
+    "got = 0\n"
+    "while signal.sigwaitinfo(both).si_signo == signal.SIGINT:\n"
+    "    got += 1\n"
+    "    print('interrupted', got, flush=True)\n"
+    "sys.exit(got)\n"
+)
+
+
+def _read_until(fd: int, text: bytes, seen: bytearray, timeout: float = 15.0) -> None:
+    """Read the terminal's output until ``text`` shows up (fail after ``timeout``)."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"timed out waiting for {text!r} in {bytes(seen)!r}"
+        if select.select([fd], [], [], left)[0]:
+            seen += os.read(fd, 4096)
+
+
+def _end_session(run: subprocess.Popen) -> None:
+    """End ``run`` and, should CMD outlive it, CMD (its session's process group)."""
+    end_process(run)
+    try:
+        os.killpg(run.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_command_once(repo, coordinator):
+    """A Ctrl-C reaches every process of the terminal's foreground group, CMD included:
+    ``run`` does not forward that SIGINT a second time (a second Ctrl-C quits many agents)."""
+    import fcntl
+    import termios
+
+    coordinator(*FAST)
+    master, terminal = os.openpty()
+
+    def with_the_terminal():  # in the child, after setsid: the pty becomes its controlling terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    run = subprocess.Popen(
+        [*LOCKSTEP, "run", "--agent", "typist", "--", sys.executable, "-c", COUNTS_SIGINT], cwd=repo.root, env=env_for(),
+        stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True, preexec_fn=with_the_terminal,
+    )
+    os.close(terminal)
+    try:
+        seen = bytearray()
+        _read_until(master, b"ready", seen)
+        # run is stopped while CMD takes the Ctrl-C, so that a SIGINT run would forward
+        # comes after it, as a second one, and is not merged into the first.
+        run.send_signal(signal.SIGSTOP)
+        os.write(master, b"\x03")  # Ctrl-C, through the terminal's line discipline
+        _read_until(master, b"interrupted 1", seen)
+        run.send_signal(signal.SIGCONT)
+        run.send_signal(signal.SIGTERM)  # forwarded after any SIGINT run would forward
+        assert run.wait(15) == 1, bytes(seen)
+    finally:
+        _end_session(run)
+        os.close(master)
+
+
+def test_a_sigint_sent_to_run_alone_is_forwarded(repo, coordinator):
+    coordinator(*FAST)
+    run = subprocess.Popen([*LOCKSTEP, "run", "--agent", "interrupted", "--", sys.executable, "-c", COUNTS_SIGINT],
+                           cwd=repo.root, env=env_for(), stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert run.stdout.readline().strip() == "ready"
+        run.send_signal(signal.SIGINT)
+        assert run.stdout.readline().strip() == "interrupted 1"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(15) == 1
+    finally:
+        _end_session(run)
 
 
 def test_run_without_a_coordinator_exits_3_and_does_not_start_the_command(repo, tmp_path):
