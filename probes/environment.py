@@ -256,7 +256,8 @@ def resolve_tool(tool: str, env: Mapping[str, str], cwd: Path) -> str | None:
 
 
 def tool_version(path: str) -> str | None:
-    """The first line ``path --version`` prints (cached while the file is unchanged)."""
+    """The first line ``path --version`` prints when it succeeds (cached while the file is
+    unchanged); None if it fails: ``dash --version`` says "Illegal option --", no version."""
     try:
         info = os.stat(path)
     except OSError:
@@ -272,6 +273,8 @@ def _version(path: str, mtime_ns: int, size: int) -> str | None:
             stdin=subprocess.DEVNULL, errors="replace",
         )
     except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
         return None
     for line in (done.stdout + "\n" + done.stderr).splitlines():
         if line.strip():

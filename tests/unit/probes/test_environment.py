@@ -11,6 +11,7 @@ from probes.environment import (
     editable_sources,
     find_venv,
     resolve_tool,
+    tool_version,
     worktree_counterparts,
 )
 
@@ -80,3 +81,15 @@ def test_the_command_line_names_its_tool(tmp_path):
     assert resolve_tool("mytool", {"PATH": str(tool.parent)}, tmp_path) == str(tool)
     assert resolve_tool("bin/mytool", {}, tmp_path) == str(tool)
     assert resolve_tool("missing-tool", {"PATH": os.defpath}, tmp_path) is None
+
+
+def test_a_tool_version_is_what_a_successful_version_call_prints_and_nothing_else(tmp_path):
+    """A tool with no --version (dash: "Illegal option --", exit 2) has no version, not
+    its error message shown as one."""
+    versioned, unversioned = tmp_path / "versioned", tmp_path / "unversioned"
+    versioned.write_text("#!/bin/sh\necho 'versioned 1.2.3'\n")
+    unversioned.write_text("#!/bin/sh\necho \"$0: 0: Illegal option $1\" >&2\nexit 2\n")
+    for tool in (versioned, unversioned):
+        tool.chmod(0o755)
+    assert tool_version(str(versioned)) == "versioned 1.2.3"
+    assert tool_version(str(unversioned)) is None
