@@ -588,8 +588,14 @@ class Core:
         if index is None:
             raise PeerError("bad_request", "this coordinator does not serve a git repository: there is nothing to land on")
         branch = msg.branch if msg.branch.startswith("refs/") else f"refs/heads/{msg.branch}"
-        if not branch.startswith("refs/heads/") or not _BRANCH.fullmatch(branch[len("refs/heads/") :]) or ".." in branch:
-            raise PeerError("bad_request", f"{msg.branch!r} is not a branch name")
+        if not branch.startswith("refs/heads/"):
+            raise PeerError("bad_request", f"{msg.branch!r} is not a branch (refs/heads/NAME)")
+        if not _BRANCH.fullmatch(branch[len("refs/heads/") :]) or ".." in branch:
+            raise PeerError(  # git allows more; what reaches git's command lines here is kept plain
+                "bad_request",
+                f"{branch[len('refs/heads/') :]!r}: lockstep land takes branch names of up to 200 ASCII letters, "
+                "digits and . _ @ + / - (rename it: git branch -m)",
+            )
         if branch == index.branch:
             raise PeerError("bad_request", f"{index.short_name} is the integration branch itself: land another branch onto it")
         if not is_commit_id(msg.head):

@@ -388,6 +388,9 @@ def test_bad_input_exits_2(lrepo, coordinator_in):
     assert cli("land", "--agent", "bob", "--branch", "no-such-branch", cwd=repo.other).rc == 2
     assert cli("land", "--agent", "bob", "--branch", "main", "--json", cwd=repo.other).rc == 2
     assert cli("land", "--json", cwd=repo.other).json["error"]["code"] == "bad_agent"
+    git(repo.other, "branch", "fix/ü")  # a name git takes and lockstep land does not: said, not "not a branch"
+    odd = cli("land", "--agent", "bob", "--branch", "fix/ü", cwd=repo.other)
+    assert odd.rc == 2 and "'fix/ü': lockstep land takes branch names of up to 200 ASCII letters" in odd.err, odd
     git(repo.other, "checkout", "-q", "--detach")
     assert "detached HEAD" in cli("land", "--agent", "bob", cwd=repo.other).err
 
