@@ -72,22 +72,75 @@ def _fail(as_json: bool, code: str, message: str, status: int) -> int:
 
 
 async def _run(name: str, argv: list[str], endpoint: str | None, as_json: bool, watch: bool) -> int:
+    """The signals ``run`` forwards are received for its whole life, so that one arriving
+    after CMD exited (a second Ctrl-C, a supervisor's SIGTERM to the group) neither cuts
+    the report of CMD's last writes short nor replaces CMD's exit status."""
+    relay = _Relay()
+    status = None
+    with trio.open_signal_receiver(*FORWARDED) as signals, single_errors():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay.serve, signals, nursery.cancel_scope)
+            status = await _run_command(name, argv, endpoint, as_json, watch, relay)
+            nursery.cancel_scope.cancel()
+    if relay.stopped_by is not None:  # before CMD started: nothing ran, run stops as the signal says
+        return _fail(as_json, "interrupted", f"stopped by {signal.Signals(relay.stopped_by).name}; not starting {argv[0]}",
+                     128 + relay.stopped_by)
+    return status
+
+
+class _Relay:
+    """Where a signal to ``run`` goes: before CMD starts it stops ``run``; while CMD runs it
+    is forwarded to CMD (but for a Ctrl-C, which the terminal sent CMD already); once CMD
+    has exited it is dropped: what is left (reporting CMD's last writes) is bounded."""
+
+    def __init__(self) -> None:
+        self.process: trio.Process | None = None  # CMD, once started
+        self.starting = False  # CMD is being started: a signal now is CMD's, once it runs
+        self.held: list[int] = []  # signals that came while CMD was being started
+        self.exited = False  # CMD has exited
+        self.stopped_by: int | None = None  # the signal that stopped run before CMD started
+
+    async def serve(self, signals, scope: trio.CancelScope) -> None:
+        async for signum in signals:
+            if self.process is None and self.starting:
+                self.held.append(signum)
+            elif self.process is None:
+                self.stopped_by = signum
+                scope.cancel()
+                return
+            else:
+                self.forward(signum)
+
+    def started(self, process: trio.Process) -> None:
+        self.process, self.starting = process, False
+        for signum in self.held:
+            self.forward(signum)
+
+    def forward(self, signum: int) -> None:
+        if self.exited or (signum == signal.SIGINT and _terminal_sent_it_to(self.process.pid)):
+            return
+        try:
+            self.process.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+
+async def _run_command(name: str, argv: list[str], endpoint: str | None, as_json: bool, watch: bool, relay: _Relay) -> int:
     try:
         notices = SessionNotices()
         async with open_agent(name, endpoint=endpoint, kind="run", on_notice=notices) as agent, \
                 reporting_writes(agent, enabled=watch, session_notices=notices), own_worker() as worker:
             env = dict(os.environ, LOCKSTEP_AGENT=name, LOCKSTEP_ENDPOINT=agent.conn.endpoint)
+            relay.starting = True
             try:
                 process = await trio.lowlevel.open_process(argv, env=env)
             except OSError as exc:  # a shell's codes: 127 not found, 126 found but not runnable
                 status = NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_RUNNABLE
                 return _fail(as_json, "bad_request", f"cannot start {argv[0]}: {exc}", status)
-            with trio.open_signal_receiver(*FORWARDED) as signals, single_errors():
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_forward, signals, process)
-                    await agent.watch(process.pid)
-                    returncode = await process.wait()
-                    nursery.cancel_scope.cancel()
+            relay.started(process)
+            await agent.watch(process.pid)
+            returncode = await process.wait()
+            relay.exited = True
             notices.quiet = True  # the session ended with CMD: a renewal by the last reports of writes is no news
             if worker is not None:  # its triggered probes run on that worker: once it is ready
                 await _worker_ready(worker)
@@ -160,16 +213,6 @@ async def own_worker():
             if worker.returncode is None:
                 worker.kill()
                 await worker.wait()
-
-
-async def _forward(signals, process: trio.Process) -> None:
-    async for signum in signals:
-        if signum == signal.SIGINT and _terminal_sent_it_to(process.pid):
-            continue
-        try:
-            process.send_signal(signum)
-        except ProcessLookupError:
-            return
 
 
 def _terminal_sent_it_to(pid: int) -> bool:

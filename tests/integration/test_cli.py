@@ -283,6 +283,43 @@ def test_a_sigint_sent_to_run_alone_is_forwarded(repo, coordinator):
         _end_session(run)
 
 
+def test_a_signal_after_the_command_exited_keeps_its_exit_status(repo, coordinator, tmp_path):
+    """A second Ctrl-C, or a supervisor's SIGTERM to the group, that reaches ``run`` while it
+    reports CMD's last writes does not replace CMD's status (nor cut the report short)."""
+    coordinator(*FAST)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        sent = tmp_path / f"sent-{sig.name}"
+        # A child CMD leaves behind waits until run has reaped CMD, then signals run.
+        script = (f'sh -c "while kill -0 $$ 2>/dev/null; do :; done; kill -{sig.name[3:]} $PPID && touch {sent}" & '
+                  f"echo late > src/late.py; exit 5")
+        result = cli("run", "--agent", "finishing", "--", "sh", "-c", script, cwd=repo.root)
+        assert sent.exists(), f"{sig.name} was not sent while run was still finishing"
+        assert result.rc == 5, (sig.name, result)
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    return bool(int(fields["SigCgt"], 16) >> (sig - 1) & 1)
+
+
+def test_a_signal_before_the_command_starts_stops_run_and_the_command_never_runs(repo, coordinator, tmp_path):
+    server = coordinator(*FAST)
+    os.kill(server.pid, signal.SIGSTOP)  # run's hello waits for an answer
+    marker = tmp_path / "started"
+    run = subprocess.Popen([*LOCKSTEP, "run", "--agent", "early", "--", "touch", str(marker)], cwd=repo.root,
+                           env=env_for({"LOCKSTEP_TIMEOUT": "30"}), stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _catches(run.pid, signal.SIGTERM), what="run receiving signals")
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(15) == 128 + signal.SIGTERM
+        assert "stopped by SIGTERM; not starting touch" in run.stderr.read()
+        assert not marker.exists()
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        end_process(run)
+
+
 def test_run_without_a_coordinator_exits_3_and_does_not_start_the_command(repo, tmp_path):
     marker = tmp_path / "started"
     result = cli("run", "--agent", "x", "--", sys.executable, "-c", f"open({str(marker)!r},'w')", cwd=repo.root)
