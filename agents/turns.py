@@ -257,10 +257,14 @@ def failure_report(gate) -> str:
     """What a blocked stop tells the model: the failing checks first, each with its
     errors-first output, within ``REASON_LIMIT`` characters."""
     failing = [r for r in gate.results if r.get("verdict") != "pass"]
+    blocked = ("this stop is blocked until verify passes "
+               "(or the repair-loop bound, max_repair_loops, is reached).")
+    if not gate.results:  # no check ran (lockstep.toml does not parse, no checks): "0 of 0 checks failed" said nothing
+        lines = [f"lockstep: verify could not run on your worktree (job {gate.job}): {gate.reason}", f"Fix that before ending your turn; {blocked}"]
+        return _cut("\n".join(lines), f"`lockstep verify --full {gate.job}` says more")
     lines = [
         f"lockstep: verify fails on your worktree (job {gate.job}): {len(failing)} of {len(gate.results)} checks failed. "
-        "Fix them before ending your turn; this stop is blocked until verify passes "
-        "(or the repair-loop bound, max_repair_loops, is reached)."
+        f"Fix them before ending your turn; {blocked}"
     ]
     if not failing:
         lines.append(gate.reason)
