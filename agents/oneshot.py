@@ -39,6 +39,7 @@ from protocol.discovery import Place, discover_endpoint, locate
 from protocol.errors import LockstepError
 
 DEFAULT_TIMEOUT = 2.0
+POLL_SLICE_MS = 2**31 - 1  # zmq_poll takes a C int of milliseconds (24.8 days): longer waits are polled in slices
 EXPIRED = ("session_expired", "unknown_session")  # error codes that mean "say hello again"
 
 
@@ -154,6 +155,12 @@ def _hostname() -> str:
         return socket.gethostname()
 
 
+def _poll_ms(seconds: float) -> int:
+    """One poll's timeout: ``seconds`` in milliseconds, at least 1, at most what zmq_poll takes
+    (a LOCKSTEP_TIMEOUT of a month overflowed it)."""
+    return max(1, min(round(seconds * 1000), POLL_SLICE_MS))
+
+
 class Connection:
     """One DEALER socket to the coordinator; one request at a time."""
 
@@ -209,12 +216,16 @@ class Connection:
     def _wait(self, event: int, deadline: float) -> bool:
         left = deadline - time.monotonic()
         if self._monitor is None:
-            return left > 0 and bool(self._sock.poll(max(1, round(left * 1000)), event))
+            while left > 0:
+                if self._sock.poll(_poll_ms(left), event):
+                    return True
+                left = deadline - time.monotonic()
+            return False
         poller = zmq.Poller()
         poller.register(self._sock, event)
         poller.register(self._monitor, zmq.POLLIN)
         while left > 0:
-            ready = dict(poller.poll(max(1, round(left * 1000))))
+            ready = dict(poller.poll(_poll_ms(left)))
             if self._monitor in ready:
                 raise RequestFailed(m.Error(
                     code="revoked",

@@ -48,6 +48,13 @@ def test_a_bad_timeout_in_the_environment_is_bad_input(repo, coordinator):
     assert as_json.rc == 2 and as_json.json["error"]["code"] == "usage"
 
 
+def test_a_timeout_longer_than_zeromq_polls_at_once_works(repo, coordinator):
+    # a month in milliseconds is past zmq_poll's C int: OverflowError, a traceback
+    coordinator(*FAST)
+    assert cli("status", "--json", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": str(31 * 86400)}).rc == 0
+    assert cli("claim", "--agent", "t", "src/app.py", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": "99999999999"}).rc == 0
+
+
 def test_a_duration_flag_that_is_nan_infinite_or_negative_is_bad_input(repo, coordinator):
     # float() reads all of these: --wait nan crashed in time.sleep, --ttl inf was granted
     coordinator(*FAST)
