@@ -134,8 +134,9 @@ def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float |
     from probes.builtin import prepare
     from probes.model import ProbeError, ProbeSpec
 
-    try:  # bad parameters are bad input (exit 2), found before anything runs
-        prepare(ProbeSpec(name=name or kind, kind=kind, params={**params, **_reach(kind)}, cwd=os.getcwd()))
+    try:  # bad parameters (and --timeout nan, 0 or -1) are bad input (exit 2), found before anything runs
+        limit = {} if timeout is None else {"timeout": timeout}
+        prepare(ProbeSpec(name=name or kind, kind=kind, params={**params, **_reach(kind)}, cwd=os.getcwd(), **limit))
     except ProbeError as exc:
         raise Failure("bad_request", exc.message, EXIT_USAGE) from None
     probe = m.ProbeRequest(kind=kind, name=name or kind, params=params, timeout=timeout)

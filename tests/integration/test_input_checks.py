@@ -95,6 +95,12 @@ def test_an_endpoint_zeromq_cannot_parse_is_bad_input(repo):
     _one_line_usage(cli("status", "--endpoint", "tcp://127.0.0.1:*", cwd=repo.root), "cannot connect")  # a port to bind, not to reach
 
 
+def test_a_check_timeout_that_is_not_a_positive_number_is_bad_input(repo):
+    # it was sent on, and the job came back "fail" (exit 1) naming the timeout
+    for value in ("nan", "inf", "0", "-1"):
+        _one_line_usage(cli("check", "build", "src", "--timeout", value, cwd=repo.root), "timeout", value.lstrip("-"))
+
+
 def test_status_works_from_inside_the_git_directory(repo, coordinator):
     coordinator(*FAST)
     inside = cli("status", "--json", cwd=repo.root / ".git")
