@@ -262,6 +262,8 @@ def format_age(seconds: float) -> str:
     return format_duration(seconds)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what the wire and the ledger carry
+
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
@@ -284,6 +286,8 @@ def _size(value: object, minimum: int = SIZE_MIN) -> int:
         size = int(amount)
     if size < minimum:
         raise ValueError(f"{shown(value)} is too small: a size must be at least {format_size(minimum)}")
+    if size > INT64_MAX:
+        raise ValueError(f"{shown(value)} is too large: a size must fit in 64 bits")
     return size
 
 
@@ -367,9 +371,6 @@ def _plain(value: Any) -> Any:
         # a plain list of custom-typed items (``list[AllowedOrigin]``) gets plain items too
         return items if type(value) is not list or any(a is not b for a, b in zip(items, value)) else value
     return value
-
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
