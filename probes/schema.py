@@ -373,6 +373,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether a string in ``value`` (or in its lists and tables) holds U+0000."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return False
+
+
 class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A table of a TOML file: unknown keys are refused; custom-typed values are stored
     as their plain builtins once decoded (see the module docstring)."""
@@ -384,6 +395,10 @@ class Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
                 # TOML integers are 64-bit; Python's are not, and a larger one would be
                 # accepted here only to crash the coordinator when it encodes a reply
                 raise ValueError(f"key '{name}': {shown(value, 24)} is out of range: integers must fit in 64 bits")
+            if _holds_nul(value):
+                # no command, argument, variable or path can hold one: it failed at spawn,
+                # an "internal error" of the job, counted as a failing verify round
+                raise ValueError(f"key '{name}': {shown(value)} contains a NUL character (\\u0000)")
             plain = _plain(value)
             if plain is not value:
                 msgspec.structs.force_setattr(self, name, plain)

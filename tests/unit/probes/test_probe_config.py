@@ -116,6 +116,22 @@ def test_a_size_past_64_bits_is_refused_wherever_it_is_read(value):
             msgspec.convert(value, kind, dec_hook=dec_hook)
 
 
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        ('[verify]\nenv = {A = "x\\u0000y"}\n', "[verify]: key 'env'"),
+        ('[checks.a]\ncmd = "tr\\u0000ue"\n', "[checks.a]: key 'cmd'"),
+        ('[checks.a]\ncmd = "true"\nenv = {"A\\u0000" = "1"}\n', "[checks.a]: key 'env'"),
+        ('[[probe]]\nname = "p"\nkind = "command"\nargv = ["true", "a\\u0000"]\n', "[[probe]] #1: key 'argv'"),
+    ],
+)
+def test_a_nul_character_is_a_config_error_naming_the_key(document, where):
+    # it failed at spawn: "internal error running the job", counted as a failing verify round
+    with pytest.raises(ConfigError) as info:
+        parse_config(document)
+    assert info.value.message.startswith(f"lockstep.toml: {where}: ") and "NUL" in info.value.message
+
+
 def test_a_flag_past_64_bits_is_a_usage_error():
     from coordinator.settings import load_settings
 
