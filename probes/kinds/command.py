@@ -74,6 +74,9 @@ def check(label: str, params: CommandParams) -> None:
         raise ProbeError(f"{label}: argv is empty")
     if params.shell is not None and not params.shell.strip():
         raise ProbeError(f"{label}: shell is empty")
+    bad = next((name for name in params.env or {} if not name or "=" in name), None)
+    if bad is not None:  # the spawn refused it: an "internal error" of the job
+        raise ProbeError(f"{label}: env: {bad!r} is not a variable name (it is empty or holds '=')")
 
 
 def table_problem(params: dict[str, Any]) -> str | None:

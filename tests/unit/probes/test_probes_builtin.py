@@ -252,6 +252,9 @@ BAD_SPECS = [
     (ProbeSpec(name="x", kind="command", params={"argv": ["a"], "shell": "b"}), "exactly one of argv"),
     (ProbeSpec(name="x", kind="command", params={"argv": []}), "argv is empty"),
     (ProbeSpec(name="x", kind="command", params={"argv": "ls -l"}), "bad params"),
+    # a spawn refuses these: the job ended in an "internal error"
+    (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "env": {"A=B": "1"}}), "not a variable name"),
+    (ProbeSpec(name="x", kind="command", params={"shell": "true", "env": {"": "1"}}), "not a variable name"),
     (ProbeSpec(name="x", kind="http", params={"url": "http://example.com/"}), "loopback"),
     (ProbeSpec(name="x", kind="http", params={"url": "http://10.0.0.1/"}), "loopback"),
     (ProbeSpec(name="x", kind="http", params={"url": "ftp://localhost/"}), "http"),
