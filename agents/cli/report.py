@@ -42,13 +42,15 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
         pass
     stripped = text.strip().lower()
     if stripped.endswith("d") and stripped[:-1].replace(".", "", 1).isdigit():
-        return now - float(stripped[:-1]) * 86400
-    from probes.config import duration_problem
+        seconds: float | None = float(stripped[:-1]) * 86400
+    else:
+        from probes.config import duration_problem
 
-    seconds, _ = duration_problem(stripped)
+        seconds, _ = duration_problem(stripped)
     if seconds is None:
         raise Failure("usage", f"--since {text!r}: use a duration ago (30m, 2h, 1d) or a date-time (2026-12-01T09:00)", EXIT_USAGE)
-    return now - seconds
+    # longer ago than the epoch is from the beginning (a time before it crashed the report's localtime)
+    return max(0.0, now - seconds)
 
 
 def open_ledger(place):
