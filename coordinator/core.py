@@ -26,7 +26,7 @@ from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import LocalError, PeerError
 from protocol.gitrefs import is_commit_id
-from protocol.paths import CONTROL_CHARACTER, Pattern, overlaps
+from protocol.paths import CONTROL_CHARACTER, Pattern, escape, overlaps
 from protocol.uncommitted import touched
 
 from . import lifecycle, mergeholds, policy
@@ -633,6 +633,23 @@ class Core:
             self._publish(record.KIND, agent.name, rec.data_of(record))
             self._reply(peer, m.Gate(req=msg.req, subject="stop", verdict=step.verdict, reason=step.reason, agent=agent.name, tree=msg.tree))
         return True
+
+    def landing_held(self, agent: str | None, changed: list[str], now: float) -> list[str]:
+        """What others hold among the files a landing would change on the integration
+        branch, one "PATH (reason)" each: live claims, the lock delay of a stale holder's,
+        merge holds.  Landing over them changes a file under its holder's feet (its base
+        goes stale, its own landing conflicts): the guard refuses such a commit or push,
+        and a commit made past it (``--no-verify``) must not land by the queue either."""
+        name = agent or ""
+        found = []
+        for path in changed:
+            if CONTROL_CHARACTER.search(path):
+                continue  # nobody can hold such a name
+            pattern = Pattern.parse(escape(path))
+            conflicts = policy.hold_conflicts(self.registry, name, pattern, now) + self._merge_conflicts(name, pattern)
+            conflicts += policy.claim_conflicts(self.registry, name, pattern, "exclusive")
+            found += [f"{path} ({c.reason})" for c in conflicts]
+        return found
 
     def land_finished(self, record: rec.LandLanded | rec.LandRefused, gate: m.Gate, now: float) -> list[Effect]:
         """A landing was decided.  Landed: the agent's claims on the files it changed

@@ -341,6 +341,13 @@ class LandQueue:
                 # else it merges onto the integration branch but not onto a batch mate:
                 # it waits for the next round, when the mate has landed (or not)
                 continue
+            held = self._core.landing_held(entry.agent, await git.changed(tip, commit), trio.current_time())
+            if held:
+                listed = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+                why = (f"{entry.short_branch} changes files others hold: {listed}; land it once they are released "
+                       "(their landing frees them)")
+                decided[entry.job] = (self._refused(entry, Refusal("blocked", why)), [])
+                continue
             chain.append((entry, commit))
             tip = commit
         if not chain:

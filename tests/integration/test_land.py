@@ -134,6 +134,28 @@ def test_a_clean_landing_moves_main_and_its_checkout_and_frees_the_changed_files
     assert text.rc == 0 and text.out.startswith("landed: ")
 
 
+def test_a_commit_made_past_the_guard_does_not_land_a_file_another_agent_holds(lrepo, coordinator_in):
+    """The guard refuses to commit or push a file another live agent holds; a commit made
+    past it (``git commit --no-verify``) is refused by the queue too, and lands once freed."""
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    assert cli("claim", "calc.py", "--agent", "alice", cwd=alice(repo)).rc == 0
+    (repo.other / "calc.py").write_text(CALC + "\n\ndef sub(a, b):\n    return a - b\n")
+    git(repo.other, "add", "calc.py")
+    refused = subprocess.run(["git", "commit", "-qm", "sub"], cwd=repo.other, env=env_for({"LOCKSTEP_AGENT": "bob"}),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "calc.py" in refused.stderr
+    git(repo.other, "commit", "-qm", "sub", "--no-verify")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1 and result.json["verdict"] == "blocked", result
+    assert "changes files others hold: calc.py (held exclusively by alice" in result.json["reason"]
+    assert main_tip(repo) == before
+    assert cli("release", "--all", "--agent", "alice", cwd=alice(repo)).rc == 0
+    assert land(repo.other, "bob").json["verdict"] == "landed"
+
+
 def test_landing_a_merge_frees_the_merge_holds_of_the_branch_at_once(lrepo, coordinator_in):
     repo = lrepo
     coordinator_in(repo, *FAST)
