@@ -85,27 +85,48 @@ def pushed_files(worktree: Path, updates: str) -> list[str]:
 
 
 def install(worktree: Path) -> list[Path]:
-    """Write the hooks into the common hooks folder (every worktree uses it)."""
+    """Write the hooks into the common hooks folder (every worktree uses it).  A relative
+    ``core.hooksPath`` (``.githooks``, ``.husky``) is a folder of each worktree (git
+    resolves it in the worktree that commits): the hooks go into every worktree's."""
     hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
-    folder = (worktree / hooks_path) if hooks_path else Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
-    if not folder.is_absolute():
-        folder = (worktree / folder).resolve()
-    if not hooks_path:
-        folder = folder / "hooks"
-    folder.mkdir(parents=True, exist_ok=True)
+    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
+        folders = [top / hooks_path for top in worktrees(worktree)]
+    elif hooks_path:
+        folders = [Path(os.path.expanduser(hooks_path))]
+    else:
+        common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
+        folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
+    folders = [folder.resolve() for folder in folders]
+    for folder in folders:  # check every one before writing any
+        for hook in HOOKS:
+            path = folder / hook
+            if path.exists() and "lockstep guard" not in path.read_text(errors="replace"):
+                raise GuardError(f"{path} exists and is not Lockstep's: add `lockstep guard {hook}` to it yourself")
     written = []
-    for hook in HOOKS:
-        path = folder / hook
-        if path.exists() and "lockstep guard" not in path.read_text(errors="replace"):
-            raise GuardError(f"{path} exists and is not Lockstep's: add `lockstep guard {hook}` to it yourself")
-        path.write_text(
-            "#!/bin/sh\n"
-            "# Installed by `lockstep guard install`: refuse to commit/push files other agents hold.\n"
-            f'exec "{sys.executable}" -m agents.cli guard {hook} "$@"\n'
-        )
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        written.append(path)
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        for hook in HOOKS:
+            path = folder / hook
+            path.write_text(
+                "#!/bin/sh\n"
+                "# Installed by `lockstep guard install`: refuse to commit/push files other agents hold.\n"
+                f'exec "{sys.executable}" -m agents.cli guard {hook} "$@"\n'
+            )
+            path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+            written.append(path)
     return written
+
+
+def worktrees(worktree: Path) -> list[Path]:
+    """The tops of the repository's worktrees that exist (``git worktree list``)."""
+    out = _git(worktree, "worktree", "list", "--porcelain", "-z")
+    tops: list[Path] = []
+    for field in out.split("\0"):
+        if field.startswith("worktree "):
+            tops.append(Path(field[len("worktree ") :]))
+        elif field == "bare":  # a bare repository has no worktree to commit in
+            tops.pop()
+    return [top for top in tops if top.is_dir()] or [worktree]
 
 
 def _has_hooks_path(worktree: Path) -> bool:

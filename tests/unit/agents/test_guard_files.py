@@ -146,6 +146,23 @@ def test_install_respects_core_hooks_path(repo: Path):
     assert written == [(repo / "githooks" / hook).resolve() for hook in guard.HOOKS]
 
 
+def test_a_relative_core_hooks_path_gets_the_hooks_in_every_worktree(repo: Path, tmp_path: Path):
+    """git resolves a relative core.hooksPath in the worktree that commits: one folder per
+    worktree, and every one needs the hooks, or commits there are never checked."""
+    other = tmp_path / "wt-b"
+    _git(repo, "worktree", "add", "-q", str(other))
+    _git(repo, "config", "core.hooksPath", ".githooks")
+    written = install(other)
+    assert sorted(written) == sorted((top / ".githooks" / hook).resolve() for top in (repo, other) for hook in guard.HOOKS)
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", "a.txt")
+    project = str(Path(__file__).resolve().parents[3])
+    hook = subprocess.run(["git", *IDENTITY, "hook", "run", "pre-commit", "--", "--help"], cwd=repo, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": project})
+    # The main worktree's commits run it too (`git hook run` shows the hook's output on stderr).
+    assert hook.returncode == 0 and "guard pre-commit" in hook.stderr, hook
+
+
 def test_install_never_overwrites_someone_elses_hook(repo: Path):
     theirs = repo / ".git" / "hooks" / "pre-commit"
     theirs.write_text("#!/bin/sh\nexec make lint\n")
