@@ -84,3 +84,24 @@ def test_a_head_that_is_not_a_commit_id_is_bad_input():
     for head in ["--output=/tmp/x", "HEAD", "g" * 40, ""]:
         reply = d.send(m.Intent(session=s, paths=["src/x.py"], head=head))
         assert isinstance(reply, m.Error) and reply.code == "bad_request", head
+
+
+def test_a_merge_in_progress_is_as_fresh_as_the_commits_it_brings():
+    """The commit concluding a merge has HEAD and every MERGE_HEAD as parents: a change one
+    of them has is in it; only what all of them lack is stale."""
+    d = driver()
+    other = "c" * 40  # a commit that lacks main's change too
+    d.core.integration.set_lag(other, frozenset({NEW}))
+    s = d.hello("w2")
+    assert d.send(m.Intent(session=s, paths=["src/x.py"], head=OLD, merging=[NEW])).verdict == "allow"
+    d.send(m.Release(session=s, all=True))
+    assert d.send(m.Intent(session=s, paths=["src/x.py"], head=OLD, merging=[other])).verdict == "block"
+    fresh = d.send(m.Fresh(paths=["src/x.py"], head=OLD, merging=[other, NEW]))
+    assert fresh.verdict == "allow" and fresh.stale == []
+
+
+def test_a_merge_naming_too_many_commits_is_bad_input():
+    d = driver()
+    s = d.hello("w2")
+    error = d.send(m.Intent(session=s, paths=["src/x.py"], head=OLD, merging=[NEW] * (m.MERGING_LIMIT + 1)))
+    assert isinstance(error, m.Error) and error.code == "bad_request" and "at most 16 commits" in error.message
