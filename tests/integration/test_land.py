@@ -442,6 +442,14 @@ def _stop(client: str, worktree: Path, **changes) -> dict:
     return _answer(_hook(client, _fixture(client, "stop.json", worktree, **changes), worktree))
 
 
+def _turn_events(repo: Repo) -> list[tuple]:
+    """The ledger's turn and stop events (what a failing turn-gate assertion shows)."""
+    out = cli("ledger", "tail", "-n", "200", "--json", cwd=repo.root).out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return [(e["id"], e["kind"], e["agent"], e["session"], e["data"].get("verdict"), e["data"].get("tree")) for e in events
+            if e["kind"].startswith(("turn.", "stop.", "agent.", "coordinator."))]
+
+
 def _prompt(client: str, worktree: Path) -> None:
     assert _answer(_hook(client, _fixture(client, "user_prompt_submit.json", worktree), worktree)) == {}
 
@@ -462,7 +470,9 @@ def test_with_land_required_a_turn_ends_only_once_its_commit_landed_or_was_refus
     assert not land_events(repo) and main_tip(repo) == before
     # stopping again on the same content: it was told; the turn ends, visibly not landed
     again = _stop("claude", bob, stop_hook_active=True)
-    assert "decision" not in again and "uncommitted changes" in again["systemMessage"] and "not landed" in again["systemMessage"]
+    assert "decision" not in again and "uncommitted changes" in again["systemMessage"] and "not landed" in again["systemMessage"], (
+        again, _turn_events(repo), git(bob, "status", "--porcelain", "--untracked-files=all"),
+    )
     # a new turn; the broken change committed: the stop lands it, the checks fail on the merged tree
     _prompt("claude", bob)
     git(bob, "add", "-A")
