@@ -380,6 +380,13 @@ class Core:
     def _reply(self, peer: Any, message: m.Reply) -> None:
         self.out.append(Send(peer, message))
 
+    def keep_time(self, now: float) -> None:
+        """Move the clock on without recording anything: while the ledger cannot be
+        written the shell stops ticking (nothing may expire), and the quiet that leaves
+        is no stalled loop.  Taken for one, it recorded a pause whose commit failed, and
+        the message that found it (a ``status``, which must be answered) was refused."""
+        self._last_now = now
+
     def _advance(self, now: float) -> None:
         """Notice a stalled event loop (SIGSTOP, a long GC, a suspended VM): the time it
         stood still is nobody's silence, so every lease is extended by it."""

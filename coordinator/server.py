@@ -471,6 +471,8 @@ class Server:
                     fair.put_back(deferred)
                 await self._know_heads(messages)
                 now = trio.current_time()
+                if self._storage_error is not None:
+                    core.keep_time(now)  # the ticks are off: their quiet is no stalled loop
                 for peer, message in messages:
                     try:
                         if self._storage_error is not None and not isinstance(message, _WHILE_UNWRITABLE):
