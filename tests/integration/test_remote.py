@@ -234,15 +234,7 @@ def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
     """The same enrollment and refusals over loopback tcp, for machines without root."""
     from .conftest import cli
 
-    origin = make_repo(tmp_path / "origin")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    coordinator_in(origin, "--endpoint", f"tcp://127.0.0.1:{port}", "--pub-endpoint", "tcp://127.0.0.1:0", "--curve", *FAST)
-    clone = tmp_path / "clone"
-    _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in)
     token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
     assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
     assert cli("claim", "src/app.py", "--agent", "alice", "--json", cwd=clone).rc == 0
