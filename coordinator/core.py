@@ -381,10 +381,10 @@ class Core:
         self.out.append(Send(peer, message))
 
     def keep_time(self, now: float) -> None:
-        """Move the clock on without recording anything: while the ledger cannot be
-        written the shell stops ticking (nothing may expire), and the quiet that leaves
-        is no stalled loop.  Taken for one, it recorded a pause whose commit failed, and
-        the message that found it (a ``status``, which must be answered) was refused."""
+        """Move the clock on without recording anything: what the shell's ticker does
+        while the ledger cannot be written (nothing may expire).  Without it the quiet
+        looked like a stalled loop: the next message recorded a pause whose commit
+        failed, and that message (a ``status``, which must be answered) was refused."""
         self._last_now = now
 
     def _advance(self, now: float) -> None:

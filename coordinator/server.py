@@ -471,8 +471,6 @@ class Server:
                     fair.put_back(deferred)
                 await self._know_heads(messages)
                 now = trio.current_time()
-                if self._storage_error is not None:
-                    core.keep_time(now)  # the ticks are off: their quiet is no stalled loop
                 for peer, message in messages:
                     try:
                         if self._storage_error is not None and not isinstance(message, _WHILE_UNWRITABLE):
@@ -564,7 +562,10 @@ class Server:
         while True:
             await trio.sleep(interval)
             if self._storage_error is not None:
-                continue  # an expiry could not be recorded: nothing expires until it can
+                # An expiry could not be recorded: nothing expires until it can.  The
+                # clock still moves on, so the next message finds no stalled loop.
+                self.core.keep_time(trio.current_time())
+                continue
             async with self._turn:
                 await self._execute(self.core.tick(trio.current_time()))
 

@@ -249,11 +249,14 @@ def test_curve_on_loopback_needs_no_root(tmp_path: Path, coordinator_in):
     assert "durability power-loss (the default with remote agents (--curve))" in cli("status", cwd=origin.root).out
 
 
-def _serve_curve_on_loopback(tmp_path: Path, coordinator_in):
-    """A repository served with --curve on a free loopback port, and a clone of it."""
+def _serve_curve_on_loopback(tmp_path: Path, coordinator_in, config: str | None = None):
+    """A repository (with ``config`` as its committed lockstep.toml) served with --curve
+    on a free loopback port, and a clone of it."""
     import socket
 
     origin = make_repo(tmp_path / "origin")
+    if config is not None:
+        _commit_config(origin.root, config)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -301,16 +304,7 @@ def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, 
 
     from .conftest import cli
 
-    origin = make_repo(tmp_path / "origin")
-    _commit_config(origin.root, '[checks.content]\ncmd = "cat only-in-the-clone.txt"\n')
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    coordinator_in(origin, "--endpoint", f"tcp://127.0.0.1:{port}", "--pub-endpoint", "tcp://127.0.0.1:0", "--curve", *FAST)
-    clone = tmp_path / "clone"
-    _git(tmp_path, "clone", "-q", str(origin.root), str(clone))
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in, '[checks.content]\ncmd = "cat only-in-the-clone.txt"\n')
     (clone / "only-in-the-clone.txt").write_text("made in the clone\n")
     token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
     assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0

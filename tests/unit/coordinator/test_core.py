@@ -292,6 +292,26 @@ def test_a_paused_coordinator_extends_leases_instead_of_expiring_everyone():
     assert d.status().agents[0].state == "stale"
 
 
+def test_a_clock_kept_without_ticks_is_no_pause_and_the_next_status_records_nothing():
+    """While the ledger cannot be written the shell does not tick (nothing may expire)
+    but keeps the core's clock (``keep_time``): the next message, a status, must record
+    nothing, since no commit could hold it.  Without the kept clock the same quiet is
+    taken for a stalled loop."""
+    for kept in (True, False):
+        d = Driver(heartbeat=0.5, liveness=20)
+        d.hello("alice")
+        before = len(d.records)
+        at = d.now
+        while at < d.now + 5.0:
+            at += 0.1
+            if kept:
+                d.core.keep_time(at)
+        d.now = at
+        assert isinstance(d.send(m.Status()), m.StatusReply)
+        paused = [r for r in d.records[before:] if r.KIND == "coordinator.paused"]
+        assert (paused == []) is kept, (kept, paused)
+
+
 def test_claim_ttl_expires_and_frees_at_once():
     d = Driver()
     a, b = d.hello("alice"), d.hello("bob")
