@@ -343,9 +343,10 @@ class OneShotSession:
         head, merging = self.head(), self.merging()
         return self.call(lambda s: m.Claim(session=s, paths=list(paths), shared=shared, ttl=ttl, head=head, merging=merging, retry=retry))
 
-    def intent(self, paths: list[str], *, token: int | None = None) -> m.Decision:
+    def intent(self, paths: list[str], *, token: int | None = None, maybe: list[str] = ()) -> m.Decision:
+        """Ask before writing ``paths`` (and, not claimed, the files the call ``maybe`` rewrites)."""
         head, merging = self.head(), self.merging()
-        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head, merging=merging))
+        return self.call(lambda s: m.Intent(session=s, paths=list(paths), token=token, head=head, merging=merging, maybe=list(maybe)))
 
     def wrote(self, paths: list[str], *, source: str = "") -> m.Decision:
         """Report files already written (seen after the fact): free ones are claimed,

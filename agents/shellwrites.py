@@ -5,7 +5,8 @@ A coding agent's shell tool (Claude Code's ``Bash``, Codex's shell, Gemini CLI's
 ``git checkout -- f``.  Before such a call the hook asks a write intent for the paths this
 module finds, so a file another agent holds is refused *before* it is overwritten.  After
 the call the hook compares the worktree with its state before, which catches everything
-this reading misses (formatters, generators, package managers, scripts).
+this reading misses (generators, package managers, scripts; the formatters and fixers
+it knows are read by ``agents.formatters``, their folders handed on in ``formatted``).
 
 Theory
 ------
@@ -57,6 +58,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
+from agents.formatters import FormatterWrites, formatter_writes
+
 __all__ = ["MAX_COMMAND_CHARS", "ShellWrites", "write_targets"]
 
 MAX_COMMAND_CHARS = 100_000
@@ -99,6 +102,9 @@ class ShellWrites:
     # restore P``: the index's bytes, or HEAD's): no new content, so the caller need not
     # ask for them (it is how a held file written by mistake is put back).
     restores: list[str] = field(default_factory=list)
+    # Folders a formatter or fixer rewrites files of (``ruff format src``), with the
+    # suffixes it formats (``agents.formatters``): the caller lists the candidates.
+    formatted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
     def note(self, reason: str) -> None:
         if reason not in self.unknown:
@@ -330,6 +336,10 @@ def _simple_command(words: list[str], redirects: list[str], base: str | None, is
     if name in _OPAQUE:
         result.note(_OPAQUE[name])
         return base
+    formatter = formatter_writes(args, lambda operand: (joined := _join(base, operand)) is not None and is_dir(joined))
+    if formatter is not None:
+        _formatted(formatter, base, result)
+        return base
     handler = _WRITERS.get(name)
     if handler is not None:
         handler(rest, base, is_dir, result)
@@ -340,6 +350,17 @@ def _simple_command(words: list[str], redirects: list[str], base: str | None, is
     elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for word in rest):
         result.note("find -exec/-delete acts on files found at run time")
     return base
+
+
+def _formatted(found: FormatterWrites, base: str | None, result: ShellWrites) -> None:
+    for path in found.files:
+        _add(path, base, result)
+    for folder in found.folders:
+        joined = _join(base, folder)
+        if joined is None or "$" in folder or "`" in folder or _GLOB_CHARS & set(folder):
+            _add(folder, base, result)  # its reason, or a glob the caller expands
+        else:
+            result.formatted.append((posixpath.normpath(joined), found.suffixes))
 
 
 def _is_assignment(word: str) -> bool:

@@ -65,6 +65,7 @@ MAX_GLOB_MATCHES = 1000
 class Targets(NamedTuple):
     paths: list[str]  # absolute or cwd-relative file paths
     unknown: list[str]  # why the call may write more than that
+    maybe: list[str] = []  # files the call may rewrite (a formatter's, in a folder): checked, not claimed
 
 
 class Answer(NamedTuple):
@@ -146,10 +147,44 @@ def _shell_targets(command: object, here: str) -> Targets:
     for pattern in found.globs:
         matches = sorted(globbing.glob(os.path.join(here, pattern)))[:MAX_GLOB_MATCHES]
         paths += matches or [os.path.join(here, pattern)]
-    return _folders_as_files(paths, found.unknown)
+    files, unknown = _folders_as_files(paths, found.unknown)
+    maybe = _formatted_files(found.formatted, here, unknown)
+    return Targets(files, unknown, maybe)
 
 
-def _folders_as_files(paths: list[str], unknown: list[str]) -> Targets:
+def _formatted_files(formatted: list[tuple[str, tuple[str, ...]]], here: str, unknown: list[str]) -> list[str]:
+    """The files a formatter may rewrite in each folder it is run on: those git lists
+    there (tracked, and untracked ones it does not ignore: what formatters format, as
+    they skip ignored files too) with the tool's suffixes.  A folder git cannot list,
+    or past ``MAX_GLOB_MATCHES`` files in all, is left to the after-call comparison
+    (noted in ``unknown``)."""
+    import subprocess
+
+    files: list[str] = []
+    for folder, suffixes in formatted:
+        path = os.path.join(here, folder)
+        if not os.path.isdir(path):
+            continue  # the tool says so itself; nothing there to rewrite
+        try:
+            listed = subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
+                cwd=path, capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            unknown.append(f"{path}: git could not list the files a formatter may rewrite ({exc}): checked after the call")
+            continue
+        if listed.returncode != 0:
+            unknown.append(f"{path}: not in a git worktree: the files a formatter rewrites there are checked after the call")
+            continue
+        names = [name for name in dict.fromkeys(os.fsdecode(raw) for raw in listed.stdout.split(b"\0") if raw) if name.endswith(suffixes)]
+        if len(files) + len(names) > MAX_GLOB_MATCHES:
+            unknown.append(f"{path}: more than {MAX_GLOB_MATCHES} files a formatter may rewrite: checked after the call")
+            continue
+        files += [os.path.join(path, name) for name in names]
+    return files
+
+
+def _folders_as_files(paths: list[str], unknown: list[str]) -> tuple[list[str], list[str]]:
     """A folder a command writes (``rm -r src``, ``chmod -R``, ``mv src lib``) is the
     files in it: an intent names concrete files, and one folder among the targets would
     otherwise make the whole call uncoordinated.  Folders past ``MAX_GLOB_MATCHES``
@@ -172,7 +207,7 @@ def _folders_as_files(paths: list[str], unknown: list[str]) -> Targets:
         else:
             files += inside
             expanded += len(inside)
-    return Targets(files, unknown)
+    return files, unknown
 
 
 def deny(client: str, reason: str) -> Answer:
@@ -191,7 +226,8 @@ def warn(client: str, message: str, event_name: str | None = None) -> Answer:
     return Answer(0, json.dumps(document))
 
 
-Decide = Callable[[list[str]], "tuple[str, ...]"]  # repo-relative escaped paths -> (verdict, reason[, context])
+# (repo-relative escaped paths, files the call may rewrite) -> (verdict, reason[, context])
+Decide = Callable[[list[str], list[str]], "tuple[str, ...]"]
 
 
 def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str], "str | None"]) -> Answer:
@@ -199,17 +235,19 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
 
     ``resolve(path)`` gives the repo-relative literal pattern, or None outside the
     repository, and raises ``WriteElsewhere`` for a path in another worktree of it
-    (the call is denied); ``decide(patterns)`` asks the coordinator."""
+    (the call is denied); ``decide(patterns, maybe)`` asks the coordinator (``maybe``:
+    files the call may rewrite, such as a formatter's in a folder, checked but not claimed)."""
     from agents.paths import WriteElsewhere
 
     found = targets(client, event)
     try:
         patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+        maybe = list(dict.fromkeys(p for p in (resolve(path) for path in found.maybe) if p and p not in patterns))
     except WriteElsewhere as exc:
         return deny(client, f"lockstep: {exc}")
-    if not patterns:
+    if not patterns and not maybe:
         return Answer(0, "{}")
-    verdict, reason, *more = decide(patterns)
+    verdict, reason, *more = decide(patterns, maybe)
     context = more[0] if more else ""  # the agent's messages and tasks not shown yet
     if verdict == "block":
         return deny(client, f"lockstep: {reason}" + (f"\n{context}" if context else ""))
@@ -389,11 +427,11 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
 
 
 def _decider(client: str, event: dict, endpoint: str | None) -> Decide:
-    def decide(patterns: list[str]) -> tuple[str, str]:
+    def decide(patterns: list[str], maybe: list[str]) -> tuple[str, str]:
         from agents.oneshot import open_oneshot
 
         with open_oneshot(agent_for(client, event), cwd=str(event.get("cwd") or os.getcwd()), endpoint=endpoint) as session:
-            decision = session.intent(patterns)
+            decision = session.intent(patterns, maybe=maybe)
             context = ""
             if decision.inbox:  # something waits for the agent: shown with this answer
                 from agents.inbox import fetch

@@ -955,7 +955,7 @@ class Core:
 
     def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
         agent = self._session(msg.session, now)
-        self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now, msg.merging))
+        self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now, msg.merging, msg.maybe))
 
     def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
         """A write seen after the fact: the intent gate as if it had been asked (a free
@@ -984,18 +984,24 @@ class Core:
 
     def _intent(
         self, agent: Agent, texts: list[str], token: int | None, head: str | None, req: int, now: float, merging: list[str] | tuple[()] = (),
+        maybe_texts: list[str] | tuple[()] = (),
     ) -> m.Decision:
-        """Decide, record and publish one write intent; the reply to send."""
-        paths = _parse_new_patterns(texts)
-        for path in paths:
+        """Decide, record and publish one write intent; the reply to send.  ``maybe_texts``:
+        files the call may rewrite (a formatter's candidates), decided but never claimed."""
+        paths = _parse_new_patterns(texts) if texts or not maybe_texts else []
+        maybe = _parse_new_patterns(maybe_texts) if maybe_texts else []
+        for path in paths + maybe:
             if not path.is_literal:
                 raise PeerError("bad_path", f"an intent names concrete files, not {path.text!r} (a folder or glob)")
+        if maybe:
+            named = {p.text for p in paths}
+            maybe = [p for p in maybe if p.text not in named]
         self._counts["intents"] += 1
         stale = self._stale_bases(paths, head, merging)
         if stale and self._stale_blocks():
             verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
         else:
-            outcome = self._decide_intent(agent, paths, token, now)
+            outcome = self._decide_intent(agent, paths, token, now, maybe)
             verdict, reason, token, conflicts = outcome.verdict, outcome.reason, outcome.token, outcome.conflicts
             if stale and verdict != "block":
                 verdict, reason = "warn", "; ".join(_stale_reasons(stale)) + f" (allowed: {reason})"
@@ -1025,16 +1031,18 @@ class Core:
                 holders=holders,
                 conflicts=conflicts,
                 stale=stale,
+                maybe=len(maybe),
             )
         )
         data = {k: v for k, v in msgspec.to_builtins(decision).items() if k not in ("type", "req")}
         self._publish("intent.decided", agent.name, data)
         return decision
 
-    def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float) -> IntentOutcome:
-        """The intent gate.  Writes are exclusive use of a path."""
+    def _decide_intent(self, agent: Agent, paths: list[Pattern], token: int | None, now: float, maybe: list[Pattern] | tuple[()] = ()) -> IntentOutcome:
+        """The intent gate.  Writes are exclusive use of a path; a file the call only
+        may rewrite (``maybe``) is in the way of the same holders, but claims nothing."""
         reg, mode = self.registry, self.settings.mode
-        if agent.name in reg.blocked and not reg.may_write_while_blocked(agent.name, [p.text for p in paths]):
+        if agent.name in reg.blocked and not reg.may_write_while_blocked(agent.name, [p.text for p in [*paths, *maybe]]):
             return IntentOutcome("block", f"{agent.name} is blocked by a rule: {reg.blocked[agent.name]}")
         conflicts: list[m.Conflict] = []
         unowned: list[Pattern] = []
@@ -1050,12 +1058,17 @@ class Core:
                 covering_tokens.append(token if token is not None else max(e.token for e in own))
             else:
                 unowned.append(path)
+        in_the_way = len(conflicts)
+        for path in maybe:
+            conflicts += policy.hold_conflicts(reg, agent.name, path, now) + self._merge_conflicts(agent.name, path) + policy.intent_view(reg, agent.name, path)[1]
+        # Held files among the candidates only: the model can run the tool on its own files.
+        narrow = " (this call may rewrite them: run it on your own files only)" if len(conflicts) > in_the_way else ""
         if mode == "serial":
             conflicts += policy.serial_conflicts(reg, agent.name)
         if policy.refuses(mode, conflicts):
-            return IntentOutcome("block", _summary(conflicts), None, conflicts)
+            return IntentOutcome("block", _summary(conflicts) + narrow, None, conflicts)
         if conflicts:  # parallel-warn: allowed, nothing claimed
-            return IntentOutcome("warn", "allowed with conflicts: " + _summary(conflicts), None, conflicts)
+            return IntentOutcome("warn", "allowed with conflicts: " + _summary(conflicts) + narrow, None, conflicts)
         granted = None
         if unowned and self.settings.auto_claim:
             granted = self._grant(agent, unowned, "exclusive", None, auto=True)
@@ -1065,8 +1078,10 @@ class Core:
             reason = f"allowed; claimed {', '.join(p.text for p in unowned)} for {agent.name} (token {granted})"
         elif unowned:
             reason = "allowed; the path is unclaimed (auto-claim is off)"
-        else:
+        elif paths:
             reason = f"allowed; {agent.name} holds the path"
+        else:
+            reason = f"allowed; no other agent holds any of the {len(maybe)} file{'s' if len(maybe) != 1 else ''} this call may rewrite"
         return IntentOutcome("allow", reason, result_token)
 
     def status(self, peer: Any, msg: m.Status, now: float) -> tuple[list[Effect], StatusParts | None]:

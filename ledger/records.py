@@ -240,6 +240,7 @@ class IntentDecided(Record, frozen=True, kw_only=True):
     holders: list[str] = []
     conflicts: list[Conflict] = []
     stale: list[StaleBase] = []  # paths the integration branch changed since the agent's base
+    maybe: int = 0  # files the call may rewrite (a formatter's), checked against holders, not claimed
 
 
 class WriteUnannounced(Record, frozen=True, kw_only=True):

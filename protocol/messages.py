@@ -130,6 +130,9 @@ class Intent(Request, frozen=True, kw_only=True, tag="intent"):
     token: int | None = None
     head: str | None = None  # the commit checked out in the agent's worktree (fresh-base gate)
     merging: list[str] = []  # a merge in progress in that worktree: the commits it brings (MERGE_HEAD)
+    # Files the call *may* rewrite (a formatter run on a folder): checked against other
+    # agents' holds like ``paths``, never claimed (the after-call report claims what changed).
+    maybe: list[str] = []
 
 
 class Wrote(Request, frozen=True, kw_only=True, tag="wrote"):

@@ -124,6 +124,39 @@ def test_shell_and_patch_writes_of_a_held_file_are_denied_for_every_client(repo,
     assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["src/fresh.py"] == "bob"
 
 
+def test_a_formatter_run_on_a_folder_is_refused_while_another_agent_holds_a_file_it_may_rewrite(repo, coordinator):
+    coordinator(*FAST)
+    (repo.other / ".gitignore").write_text("build/\n")
+    (repo.other / "build").mkdir()
+    (repo.other / "build" / "gen.py").write_text("x = 1\n")  # ignored: no formatter touches it
+    (repo.other / "src" / "util.py").write_text("x = 1\n")  # untracked, not ignored: formatted too
+    (repo.other / "src" / "notes.md").write_text("notes\n")  # not Python: black leaves it
+    for path, holder in (("src/app.py", "alice"), ("src/notes.md", "carol"), ("build/gen.py", "carol")):
+        assert cli("claim", path, "--agent", holder, cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+
+    def run(command: str) -> dict:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        assert answer.returncode == 0, answer.stderr
+        return json.loads(answer.stdout or "{}")
+
+    for command in ("black src", "cd src && ruff format", "python -m black .", "uv run ruff check --fix"):
+        decision = run(command)["hookSpecificOutput"]
+        reason = decision["permissionDecisionReason"]
+        assert decision["permissionDecision"] == "deny" and "src/app.py" in reason and "alice" in reason, (command, reason)
+        assert "carol" not in reason and "your own files" in reason, (command, reason)
+    # on its own file it goes on, claiming that file; a check-only run asks nothing
+    assert run("black src/util.py") == {}
+    assert run("black --check src") == {} and run("ruff format --diff .") == {}
+    # once alice lets go, the folder run goes on and claims none of the files it may rewrite
+    assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert run("black src") == {}
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]} == {
+        "src/util.py": "bob", "src/notes.md": "carol", "build/gen.py": "carol",
+    }
+
+
 def test_without_a_coordinator_hooks_warn_visibly_or_deny_when_fail_closed(repo):
     for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
         event = _fixture(client, name, repo.root)

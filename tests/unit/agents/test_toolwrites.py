@@ -81,7 +81,7 @@ def test_a_folder_a_shell_command_writes_is_the_files_in_it(tmp_path, monkeypatc
 def test_a_block_is_denied_in_each_clients_format() -> None:
     for client, name in [("claude", "pre_tool_use_bash.json"), ("codex", "pre_tool_use_apply_patch.json"), ("gemini", "before_tool_shell.json")]:
         asked = []
-        answer = toolwrites.before_tool(client, _event(client, name), lambda patterns: (asked.append(patterns), ("block", "held by alice"))[1], lambda p: p)
+        answer = toolwrites.before_tool(client, _event(client, name), lambda patterns, maybe: (asked.append(patterns), ("block", "held by alice"))[1], lambda p: p)
         document = json.loads(answer.stdout)
         assert answer.exit_code == 0 and asked
         if client == "gemini":
@@ -93,11 +93,11 @@ def test_a_block_is_denied_in_each_clients_format() -> None:
 
 def test_a_warning_reaches_the_model_and_allow_is_silent() -> None:
     event = _event("claude", "pre_tool_use_bash.json")
-    warned = json.loads(toolwrites.before_tool("claude", event, lambda p: ("warn", "bob writes it too"), lambda p: p).stdout)
+    warned = json.loads(toolwrites.before_tool("claude", event, lambda p, maybe: ("warn", "bob writes it too"), lambda p: p).stdout)
     assert "bob" in warned["systemMessage"] and "bob" in warned["hookSpecificOutput"]["additionalContext"]
-    assert toolwrites.before_tool("claude", event, lambda p: ("allow", "ok"), lambda p: p).stdout == "{}"
+    assert toolwrites.before_tool("claude", event, lambda p, maybe: ("allow", "ok"), lambda p: p).stdout == "{}"
     # nothing inside the repository: no question asked
-    assert toolwrites.before_tool("claude", event, lambda p: pytest.fail("asked"), lambda p: None).stdout == "{}"
+    assert toolwrites.before_tool("claude", event, lambda p, maybe: pytest.fail("asked"), lambda p: None).stdout == "{}"
 
 
 @pytest.mark.parametrize("client", ["claude", "codex", "gemini"])

@@ -98,6 +98,33 @@ def test_warn_mode_intent_on_someone_elses_path_warns_and_claims_nothing():
     assert {c.holder for c in d.status().claims} == {"alice"}
 
 
+def test_files_a_call_may_rewrite_are_checked_against_holders_but_never_claimed():
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    d.claim(a, "src/held.py")
+    # a formatter over src: the held file among its candidates refuses the call, naming it
+    blocked = d.send(m.Intent(session=b, paths=[], maybe=["src/free.py", "src/held.py"]))
+    assert blocked.verdict == "block" and blocked.holders == ["alice"] and blocked.token is None
+    assert [c.pattern for c in blocked.conflicts] == ["src/held.py"] and "your own files" in blocked.reason
+    # nothing held among them: allowed, and nothing claimed for bob
+    allowed = d.send(m.Intent(session=b, paths=["src/mine.py"], maybe=["src/free.py", "src/mine.py"]))
+    assert allowed.verdict == "allow" and allowed.paths == ["src/mine.py"]
+    assert {c.pattern: c.holder for c in d.status().claims} == {"src/held.py": "alice", "src/mine.py": "bob"}
+    only_maybe = d.send(m.Intent(session=b, paths=[], maybe=["src/free.py"]))
+    assert only_maybe.verdict == "allow" and only_maybe.token is None and "the 1 file this call may rewrite" in only_maybe.reason
+    assert [r.maybe for r in d.records if r.KIND == "intent.decided"][-3:] == [2, 1, 1]
+    # in parallel-warn the same call is warned, and still claims nothing
+    w = Driver(mode="parallel-warn")
+    a, b = w.hello("alice"), w.hello("bob")
+    w.claim(a, "src/held.py")
+    warned = w.send(m.Intent(session=b, paths=[], maybe=["src/held.py"]))
+    assert warned.verdict == "warn" and warned.holders == ["alice"]
+    assert [c.holder for c in w.status().claims] == ["alice"]
+    # candidates are concrete files too; an intent with neither is refused as before
+    assert d.send(m.Intent(session=b, paths=[], maybe=["src/*.py"])).code == "bad_path"
+    assert d.send(m.Intent(session=b, paths=[])).code == "bad_request"
+
+
 def test_intent_takes_concrete_paths_only():
     d = Driver()
     a = d.hello("alice")
