@@ -24,7 +24,7 @@ import msgspec
 from ledger import records as rec
 from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
-from protocol.errors import LocalError, PeerError
+from protocol.errors import LocalError, LockstepError, PeerError
 from protocol.gitrefs import is_commit_id
 from protocol.paths import CONTROL_CHARACTER, Pattern, escape, overlaps
 from protocol.uncommitted import touched
@@ -1235,6 +1235,15 @@ class Core:
     }
 
 
+class ReplayError(LockstepError):
+    """Record ``index`` of a replayed history cannot be applied (a row written into the
+    ledger by hand: an absolute path, a pattern no claim could have): no state to serve."""
+
+    def __init__(self, index: int, record: Record, cause: Exception) -> None:
+        super().__init__(f"record {index} of the history ({record.KIND}) cannot be replayed: {cause}")
+        self.index, self.kind, self.cause = index, record.KIND, cause
+
+
 def _rebuilt(
     registry: Registry | None, history: list[Record], now: float, snapshot: Snapshot | None, times: list[float] | None, wall: float
 ) -> Registry:
@@ -1244,12 +1253,16 @@ def _rebuilt(
         registry = Registry.from_snapshot(snapshot, now, wall)
     elif registry is None:
         registry = Registry()
-    if times is None or not wall:
-        for record in history:
-            registry.apply(record, now)
-    else:
-        for record, ts in zip(history, times, strict=True):
-            registry.apply(record, now, now - max(0.0, wall - ts))
+    index = 0
+    try:
+        if times is None or not wall:
+            for index, record in enumerate(history):
+                registry.apply(record, now)
+        else:
+            for index, (record, ts) in enumerate(zip(history, times, strict=True)):
+                registry.apply(record, now, now - max(0.0, wall - ts))
+    except Exception as exc:  # what the coordinator wrote always applies: this row came from elsewhere
+        raise ReplayError(index, history[index], exc) from exc
     return registry
 
 

@@ -73,7 +73,7 @@ from protocol.messages import (
 from protocol.trio_zmq import ReadableAny, TrioSocket
 from protocol.uncommitted import uncommitted_paths
 
-from .core import Core, StatusParts
+from .core import Core, ReplayError, StatusParts
 from .effects import (
     Bug,
     CheckUncommitted,
@@ -210,7 +210,10 @@ class Server:
             self._pub = self._open(ctx, zmq.PUB, self.pub_endpoint, stack)
             if self.remote_endpoints is not None:
                 self._open_remote(ctx, stack)
-            snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
+            try:
+                snapshot, history, times, ids = await trio.to_thread.run_sync(self._load_history)
+            except LedgerError as exc:  # a row written by hand, or a damaged file: no state to serve from
+                raise self._unreadable(str(exc)) from None
             async with open_probe_pool(self.probe_limit) as pool, trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self._pids = PidWatcher(nursery, self._on_process_exit)
@@ -228,9 +231,11 @@ class Server:
                     await self.refs.sync()
                 async with self._turn:
                     now = trio.current_time()
-                    await self._execute(
-                        self.core.start(history, now, pid=os.getpid(), snapshot=snapshot, times=times, wall=time.time())
-                    )
+                    try:
+                        started = self.core.start(history, now, pid=os.getpid(), snapshot=snapshot, times=times, wall=time.time())
+                    except ReplayError as exc:
+                        raise self._unreadable(f"ledger {self.ledger.path}: event {ids[exc.index]} ({exc.kind}) cannot be replayed: {exc.cause}") from None
+                    await self._execute(started)
                     self._started = self._storage_error is None
                     if self._started and len(history) > SNAPSHOT_EVERY // 10:
                         await self._save_snapshot()
@@ -360,9 +365,15 @@ class Server:
         stack.callback(sock.close)
         return sock
 
-    def _load_history(self) -> tuple[Snapshot | None, list[Record], list[float]]:
-        """The newest usable snapshot, the state-changing records after it, and their
-        ledger (wall-clock) times."""
+    def _unreadable(self, problem: str) -> StorageFailed:
+        return StorageFailed(
+            f"{problem}; the ledger was changed outside Lockstep or is damaged: restore it from a backup, "
+            f"or move {self.place.state_dir / LEDGER_FILE} aside to start with an empty one (its claims are then forgotten)"
+        )
+
+    def _load_history(self) -> tuple[Snapshot | None, list[Record], list[float], list[int]]:
+        """The newest usable snapshot, the state-changing records after it, their
+        ledger (wall-clock) times and their event ids."""
         snapshot, after = None, 0
         saved = self.ledger.latest_snapshot()
         if saved is not None:
@@ -373,11 +384,12 @@ class Server:
                 log.warning("ignoring an unreadable snapshot at event %d; replaying the whole ledger", saved[0])
             if snapshot is not None and snapshot.format != SNAPSHOT_FORMAT:
                 snapshot, after = None, 0
-        history, times = [], []
-        for _, ts, record in self.ledger.timed_records(after=after, kinds=STATE_KINDS):
+        history, times, ids = [], [], []
+        for event_id, ts, record in self.ledger.timed_records(after=after, kinds=STATE_KINDS):
             history.append(record)
             times.append(ts)
-        return snapshot, history, times
+            ids.append(event_id)
+        return snapshot, history, times, ids
 
     async def _save_snapshot(self) -> None:
         """Called inside the turn, right after a commit: registry == ledger up to last_id."""
@@ -986,7 +998,7 @@ class Server:
         """A commit failed: back to what the ledger holds, and every reply says why."""
         self._failures += 1
         cause = f"ledger: {_storage_cause(exc)} at {self.ledger.path}; grants are refused until it can write"
-        snapshot, history, times = await trio.to_thread.run_sync(self._load_history)
+        snapshot, history, times, _ = await trio.to_thread.run_sync(self._load_history)
         now = trio.current_time()
         self.core.restore(history, now, snapshot, times, time.time())
         for effect in effects:

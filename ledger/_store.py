@@ -192,9 +192,12 @@ def _encode_batch(records: Sequence[Record], epoch: int) -> list[tuple]:
     return rows
 
 
-def _event(row: tuple) -> Event:
+def _event(row: tuple, path: str) -> Event:
     id_, ts, epoch, kind, agent, session, token, data = row
-    return Event(id_, ts, epoch, kind, agent, session, token, _decode_json(data))
+    try:
+        return Event(id_, ts, epoch, kind, agent, session, token, _decode_json(data))
+    except (TypeError, msgspec.MsgspecError) as e:  # a row written by hand, or a damaged file
+        raise LedgerError(f"ledger {path}: event {id_} ({kind}) has data that is not a JSON object: {e}") from None
 
 
 def _events_query(after: int, kinds: Iterable[str] | None, agent: str | None = None) -> tuple[str, list] | None:
@@ -329,7 +332,7 @@ class LedgerReader:
             try:
                 cursor = conn.execute(sql, params)
                 for row in cursor:
-                    yield _event(row)
+                    yield _event(row, self._path)
             except sqlite3.Error as e:
                 raise LedgerError(f"reading ledger {self._path}: {e}") from e
         finally:
@@ -345,7 +348,7 @@ class LedgerReader:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM events ORDER BY id DESC LIMIT ?", (n,)
             ).fetchall()
-        return [_event(row) for row in reversed(rows)]
+        return [_event(row, self._path) for row in reversed(rows)]
 
     def count(self) -> int:
         """How many events the ledger holds."""

@@ -16,6 +16,7 @@ import trio
 from probes.settings import settings
 from protocol import discovery
 from protocol import messages as m
+from protocol.errors import single_errors
 
 from .base import (
     DETACHED_ENV,
@@ -124,7 +125,8 @@ def serve(endpoint, pub_endpoint, probe_limit, detach, as_json, curve, **flags):
     from coordinator.server import Server
 
     try:
-        reason = trio.run(Server(place, settings, rpc, pub, probe_limit, remote=remote, durability=durability).serve)
+        with single_errors():  # an error of start-up raised in the nursery (a ledger that cannot be replayed): as is
+            reason = trio.run(Server(place, settings, rpc, pub, probe_limit, remote=remote, durability=durability).serve)
     finally:
         os.close(lock_fd)
     if as_json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+from contextlib import closing
 
 import psutil
 import pytest
@@ -168,3 +169,36 @@ def test_serve_on_a_full_disk_exits_2_in_one_line_and_starts_once_space_is_freed
     assert granted.rc == 0 and granted.json["token"] > token
     c.stop()
 
+
+
+def test_serve_on_a_ledger_with_a_row_written_by_hand_exits_2_naming_the_event_and_what_to_do(repo, coordinator):
+    c = coordinator(*STEADY)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    c.stop()
+    ledger = repo.state_dir / "ledger.db"
+    with closing(sqlite3.connect(ledger)) as conn:  # everything in the main file, to put back between the cases
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        event = conn.execute("SELECT max(id) FROM events").fetchone()[0] + 1
+    pristine = ledger.read_bytes()
+
+    def put_back() -> None:
+        for suffix in ("-wal", "-shm"):
+            ledger.with_name(ledger.name + suffix).unlink(missing_ok=True)
+        ledger.write_bytes(pristine)
+    rows = [  # data nested past any decoder's depth (no reader can show it); a claim no client could have been granted
+        ("[" * 100_000 + "]" * 100_000, "(claim.granted) has data that is not a JSON object", False),
+        ('{"patterns": ["/etc/passwd"], "access": "exclusive"}', "(claim.granted) cannot be replayed: path '/etc/passwd' is absolute", True),
+    ]
+    for data, said, readable in rows:
+        put_back()
+        with closing(sqlite3.connect(ledger)) as conn, conn:
+            conn.execute("INSERT INTO events (ts, epoch, kind, agent, session, data) VALUES (0, 1, 'claim.granted', 'bob', '1.1', ?)", (data,))
+        served = cli("serve", cwd=repo.root, timeout=30)
+        assert served.rc == 2, served
+        assert served.err.strip().splitlines() == [served.err.strip()] and "Traceback" not in served.err
+        assert said in served.err and f"event {event} " in served.err and "aside" in served.err, served.err
+        tail = cli("ledger", "tail", "-n", "3", cwd=repo.root)  # the row as it is, or in one line why not
+        assert (tail.rc == 0 and "/etc/passwd" in tail.out) if readable else (tail.rc != 0 and said in tail.err and "Traceback" not in tail.err)
+    put_back()
+    coordinator(*STEADY)  # the ledger as Lockstep wrote it serves again, with its claim
+    assert [x["pattern"] for x in status(repo)["claims"]] == ["src/app.py"]

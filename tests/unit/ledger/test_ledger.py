@@ -377,11 +377,14 @@ def test_survives_sigkill_of_writer(tmp_path):
 
 def test_checkpoint_from_other_thread_while_appending(led):
     errors: list[BaseException] = []
+    checkpointing = threading.Event()  # the appends after the first overlap checkpoints, however the threads are scheduled
 
     def writer() -> None:
         try:
             for k in range(150):
                 led.append([Record("w", data={"k": k, "pad": "x" * 200})] * 20, epoch=1)
+                if k == 0:
+                    checkpointing.wait(timeout=30)
         except BaseException as e:  # reported below
             errors.append(e)
 
@@ -390,6 +393,7 @@ def test_checkpoint_from_other_thread_while_appending(led):
     results = []
     while thread.is_alive():
         results.append(led.checkpoint())
+        checkpointing.set()
     thread.join(timeout=30)
     assert not thread.is_alive() and not errors
     assert results and led.statistics().checkpoints == len(results)

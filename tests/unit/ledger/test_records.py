@@ -160,6 +160,20 @@ def test_a_row_that_does_not_fit_its_kind_is_a_clear_error(tmp_path):
             list(led.records(kinds=["no.such.kind"]))
 
 
+def test_a_row_whose_data_is_not_a_json_object_is_a_clear_error_in_every_reader(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000  # SQLite columns hold whatever was put there
+    for number, data in enumerate((deep, b"\x00\xff", 7, "not json")):
+        path = tmp_path / f"l{number}.db"
+        with Ledger.open(path) as led:
+            led.append([rec.TokensReserved(upto=5)], epoch=1)
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO events VALUES (2, 0, 1, 'tokens.reserved', NULL, NULL, NULL, ?)", (data,))
+        with Ledger.open(path) as led:
+            for read in (lambda: list(led.records(kinds=["tokens.reserved"])), lambda: led.tail(5), lambda: list(led.events())):
+                with pytest.raises(LedgerError, match=r"event 2 \(tokens.reserved\) has data that is not a JSON object"):
+                    read()
+
+
 # A ledger as the coordinator wrote it before the catalogue: rows built from hand-made
 # dicts (copied from that code), including keys the old writers left out on old rows.
 OLD_ROWS = [
