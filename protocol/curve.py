@@ -121,12 +121,48 @@ def _is_z85_key(key: bytes) -> bool:
 
 
 def read_remote(state_dir: Path) -> dict | None:
-    """A joined clone's ``remote.json``, or None."""
+    """A joined clone's ``remote.json``; None if it never joined.  A file that is not
+    what ``join`` wrote is ``UsageError`` (exit 2) saying so, not a traceback later."""
+    path = state_dir / REMOTE_FILE
     try:
-        data = json.loads((state_dir / REMOTE_FILE).read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) and data.get("endpoints") else None
+    except (OSError, ValueError) as exc:  # a folder, unreadable, not UTF-8
+        raise _damaged(path, str(exc)) from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _damaged(path, f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _damaged(path, "not a JSON object")
+    problem = _remote_problem(data)
+    if problem:
+        raise _damaged(path, problem)
+    return data
+
+
+def _remote_problem(data: dict) -> str:
+    endpoints = data.get("endpoints")
+    if not isinstance(endpoints, list) or not endpoints or not all(isinstance(e, str) and e.startswith("tcp://") for e in endpoints):
+        return "endpoints is not a list of tcp:// addresses"
+    pub = data.get("pub", [])
+    if not isinstance(pub, list) or not all(isinstance(e, str) and e.startswith("tcp://") for e in pub):
+        return "pub is not a list of tcp:// addresses"
+    for name in ("server_key", "public", "secret"):
+        key = data.get(name)
+        if not isinstance(key, str) or not key.isascii() or not _is_z85_key(key.encode()):
+            return f"{name} is not a CURVE key (40 Z85 characters)"
+    if not isinstance(data.get("agent", ""), str):
+        return "agent is not a name"
+    return ""
+
+
+def _damaged(path: Path, problem: str) -> UsageError:
+    return UsageError(
+        f"{path} is damaged ({problem}): join again with `lockstep join TOKEN` "
+        "(a new token from `lockstep invite NAME` on the coordinator's host), or remove it to leave the coordinator"
+    )
 
 
 def root_commits(worktree: Path) -> list[str]:

@@ -50,3 +50,30 @@ def test_anything_else_is_one_line_saying_what_to_do(token):
     with pytest.raises(UsageError) as raised:
         read_token(token)
     assert "\n" not in raised.value.message and ("lockstep invite" in raised.value.message)
+
+
+def test_a_joined_clones_remote_file_reads_back_or_says_it_is_damaged(tmp_path):
+    import zmq
+
+    from protocol.curve import REMOTE_FILE, read_remote
+
+    assert read_remote(tmp_path) is None  # never joined
+    public, secret = (key.decode() for key in zmq.curve_keypair())
+    good = {"agent": "bob", "endpoints": ["tcp://10.0.0.1:7000"], "pub": ["tcp://10.0.0.1:7001"],
+            "server_key": public, "public": public, "secret": secret}
+    (tmp_path / REMOTE_FILE).write_text(json.dumps(good))
+    assert read_remote(tmp_path) == good
+    damaged = [
+        "not json", "[1]", json.dumps({**good, "endpoints": []}), json.dumps({**good, "endpoints": "tcp://10.0.0.1:7000"}),
+        json.dumps({**good, "endpoints": [5]}), json.dumps({k: v for k, v in good.items() if k != "server_key"}),
+        json.dumps({**good, "secret": 5}), json.dumps({**good, "public": "x" * 39}), json.dumps({**good, "pub": "tcp://x:1"}),
+        json.dumps({**good, "agent": ["bob"]}),
+    ]
+    for text in damaged:
+        (tmp_path / REMOTE_FILE).write_text(text)
+        with pytest.raises(UsageError, match=r"remote.json is damaged \(.*\): join again with `lockstep join TOKEN`"):
+            read_remote(tmp_path)
+    (tmp_path / REMOTE_FILE).unlink()
+    (tmp_path / REMOTE_FILE).mkdir()  # not even a file
+    with pytest.raises(UsageError, match="is damaged"):
+        read_remote(tmp_path)
