@@ -415,6 +415,15 @@ def _headings(lines: list[str]) -> list[_Heading]:
     return headings
 
 
+# Compiled once, and tried only where the words occur: a document of many headings
+# (hostile, or just long) costs little per heading.
+_SYNONYM_PATTERNS = tuple(
+    (synonym, re.compile(rf"(?<![\w-]){re.escape(synonym)}s?(?![\w-])"), len(synonym), order, section.key)
+    for order, section in enumerate(SECTIONS)
+    for synonym in section.synonyms
+)
+
+
 def _match_section(title: str) -> str | None:
     """The rubric section a heading title names, by its longest matching synonym."""
     normalized = re.sub(r"[*_`#]", "", title).lower().replace("&", " and ")
@@ -424,12 +433,9 @@ def _match_section(title: str) -> str | None:
         return None
     best: tuple[int, int] | None = None  # (synonym length, -section order)
     best_key = None
-    for order, section in enumerate(SECTIONS):
-        for synonym in section.synonyms:
-            if re.search(rf"(?<![\w-]){re.escape(synonym)}s?(?![\w-])", normalized):
-                candidate = (len(synonym), -order)
-                if best is None or candidate > best:
-                    best, best_key = candidate, section.key
+    for synonym, pattern, length, order, key in _SYNONYM_PATTERNS:
+        if synonym in normalized and (best is None or (length, -order) > best) and pattern.search(normalized):
+            best, best_key = (length, -order), key
     return best_key
 
 

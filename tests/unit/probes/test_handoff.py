@@ -275,3 +275,41 @@ def test_docs_state_the_weights():
     assert f"≥ {MIN_WORDS} words" in text
     for section in SECTIONS:
         assert section.title in text
+
+
+def _match_section_by_every_synonym(title: str) -> str | None:
+    """The section matcher as first written (every synonym's regex, built per call): the
+    reference the precompiled, substring-filtered one must agree with."""
+    from probes.handoff import SECTIONS
+
+    normalized = re.sub(r"[*_`#]", "", title).lower().replace("&", " and ")
+    normalized = re.sub(r"^\s*(?:\d+[.)]|step\s+\d+:?)\s*", "", normalized)
+    normalized = re.sub(r"\s+", " ", normalized).strip(" :.-")
+    if not normalized or len(normalized.split()) > 10:
+        return None
+    best, best_key = None, None
+    for order, section in enumerate(SECTIONS):
+        for synonym in section.synonyms:
+            if re.search(rf"(?<![\w-]){re.escape(synonym)}s?(?![\w-])", normalized):
+                candidate = (len(synonym), -order)
+                if best is None or candidate > best:
+                    best, best_key = candidate, section.key
+    return best_key
+
+
+def test_section_matching_agrees_with_trying_every_synonym():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from probes.handoff import SECTIONS, _match_section
+
+    words = sorted({w for section in SECTIONS for synonym in section.synonyms for w in synonym.split()})
+    word = st.sampled_from(words) | st.sampled_from(["s", "-", "&", "1.", "step 2:", "**", "`", "x", "re"]) | st.text(max_size=4)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(word, min_size=1, max_size=8).map(" ".join))
+    def agree(title):
+        assert _match_section(title) == _match_section_by_every_synonym(title)
+
+    agree()
+
