@@ -43,6 +43,13 @@ from .effects import Effect, Send
 log = logging.getLogger("lockstep")
 
 WORKER_MESSAGES = (m.WorkerReady, m.WorkerBeat, m.WorkProgress, m.WorkDone, m.WorkerBye)
+# Results a job has not taken yet (each goes through the ledger): a worker this far ahead
+# of its job is flooding it, and is dropped before its backlog fills the coordinator.
+PROGRESS_BACKLOG = 256
+# A result's text fields as the coordinator keeps them: what a local probe keeps (its
+# output errors-first, cut to probes.output.DEFAULT_LIMIT), whatever the worker sent.
+RESULT_TEXT_LIMIT = 2000
+RESULT_DETAILS_BYTES = 16 * 1024
 OnProgress = Callable[[m.WorkProgress], Awaitable[None]]
 
 
@@ -104,9 +111,16 @@ class WorkerBroker:
             case m.WorkProgress(job=job) | m.WorkDone(job=job):
                 channel = worker.work.get(job)
                 if channel is not None:
+                    if channel.statistics().current_buffer_used >= PROGRESS_BACKLOG:
+                        self._tell(peer, m.WorkerDismissed(reason=f"more than {PROGRESS_BACKLOG} results of job {job} were waiting"))
+                        self._forget(worker, f"worker lost: {name}'s worker sent results faster than its job could record them")
+                        return []
                     if isinstance(message, m.WorkDone):
                         del worker.work[job]
                         worker.done += 1
+                        message = msgspec.structs.replace(message, results=[bounded_result(r) for r in message.results])
+                    else:
+                        message = msgspec.structs.replace(message, result=bounded_result(message.result))
                     try:
                         channel.send_nowait(message)
                     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -191,6 +205,26 @@ class WorkerBroker:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
         worker.work.clear()
+
+
+def bounded_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A remote probe result cut to what a local one may hold: its output errors-first
+    to the local limit, its other texts and its details bounded.  (A worker runs the
+    agent's own checks, so it may report them as it likes; it may not make the ledger
+    hold megabytes per result.)"""
+    from probes.output import DEFAULT_LIMIT, truncate
+
+    bounded = dict(result)
+    for name, value in result.items():
+        if isinstance(value, str) and name != "output" and len(value) > RESULT_TEXT_LIMIT:
+            bounded[name] = truncate(value, RESULT_TEXT_LIMIT)
+    output = result.get("output")
+    if isinstance(output, str) and len(output) > DEFAULT_LIMIT:
+        bounded["output"] = truncate(output, DEFAULT_LIMIT)
+    details = result.get("details")
+    if details is not None and len(encode(details)) > RESULT_DETAILS_BYTES:
+        bounded["details"] = {"cut": f"the worker sent more than {RESULT_DETAILS_BYTES} bytes of details"}
+    return bounded
 
 
 def work_for(job: str, kind: str, **fields: Any) -> m.Work:

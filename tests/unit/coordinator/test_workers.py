@@ -130,3 +130,50 @@ async def test_a_single_checks_result_may_come_with_the_end_of_its_work():
         await trio.testing.wait_all_tasks_blocked()
         broker.receive(PEER, "alice", m.WorkDone(job="1.5", order=["write"], results=[{"name": "write"}]), 0.1)
     assert seen == [("1.5", "write")] and outcome["done"].order == ["write"]
+
+
+async def test_a_remote_result_is_kept_no_bigger_than_a_local_one():
+    from probes.output import DEFAULT_LIMIT
+
+    broker, _ = _broker()
+    _ready(broker)
+    seen = []
+
+    async def progress(message: m.WorkProgress) -> None:
+        seen.append(message.result)
+
+    huge = {"name": "test", "verdict": "fail", "output": "E   boom\n" + "x" * 900_000, "reason": "r" * 50_000,
+            "details": {"blob": "d" * 100_000}}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broker.run, "alice", work_for("1.6", "suite"), progress)
+        await trio.testing.wait_all_tasks_blocked()
+        broker.receive(PEER, "alice", m.WorkProgress(job="1.6", result=huge, total=2), 0.1)
+        broker.receive(PEER, "alice", m.WorkDone(job="1.6", order=["test", "other"], results=[{**huge, "name": "other"}]), 0.2)
+    assert [r["name"] for r in seen] == ["test", "other"]
+    for result in seen:
+        assert "E   boom" in result["output"] and DEFAULT_LIMIT < len(result["output"]) < DEFAULT_LIMIT + 200
+        assert len(result["reason"]) < 2200 and result["details"] == {"cut": "the worker sent more than 16384 bytes of details"}
+        assert result["verdict"] == "fail"
+
+
+async def test_a_worker_flooding_its_job_with_results_is_dropped_and_the_job_fails():
+    broker, wire = _broker()
+    _ready(broker)
+    lost = []
+
+    async def progress(message: m.WorkProgress) -> None:
+        pass
+
+    async def ask():
+        try:
+            await broker.run("alice", work_for("1.7", "suite"), progress)
+        except WorkerLost as exc:
+            lost.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        for n in range(1000):  # in one turn, before the job takes any
+            broker.receive(PEER, "alice", m.WorkProgress(job="1.7", result={"name": f"c{n}", "verdict": "pass"}), 0.1)
+    assert lost and "faster than its job could record them" in lost[0]
+    assert not broker.has_worker("alice") and "were waiting" in wire.of(m.WorkerDismissed)[0][1].reason
