@@ -33,6 +33,12 @@ from .effects import Outbox, Send
 from .registry import Agent, MessageEntry, Registry, TaskEntry
 
 TASKS_LISTED = 200  # tasks in one ``tasks`` reply (newest kept)
+# Bounds on what waits, so that a flood of ``send`` or ``tasks add`` cannot grow the
+# registry (and every snapshot and ``inbox`` reply) without end: past them the sender
+# is told to wait, and nothing is recorded.
+UNREAD_PER_AGENT = 100  # messages not yet shown to one agent
+UNREAD_IN_ALL = 5_000  # messages not yet shown, to anyone (names no agent has joined as too)
+OPEN_TASKS = 1_000  # tasks not done, queued by requests
 
 
 def task_info(task: TaskEntry) -> m.TaskInfo:
@@ -109,6 +115,8 @@ class Inbox:
             text = _checked_text(msg.text, "task")
             if msg.agent is not None:
                 self._check_name(msg.agent)
+            if sum(t.state != "done" for t in reg.tasks.values()) >= OPEN_TASKS:
+                raise PeerError("refused", f"{OPEN_TASKS} tasks are open already: finish some (`lockstep tasks done ID`) before queuing more")
             sender = self._session(msg.session, now).name if msg.session else ""
             number = self.queue_task(msg.agent, text, by=sender or "operator")
             task = reg.tasks[number]
@@ -144,6 +152,11 @@ class Inbox:
     def on_send(self, peer, msg: m.SendText, now: float) -> None:
         self._check_name(msg.to)
         text = _checked_text(msg.text, "message")
+        unread = self.registry.unread
+        if len(unread.get(msg.to, ())) >= UNREAD_PER_AGENT:
+            raise PeerError("refused", f"{msg.to} has {UNREAD_PER_AGENT} messages it has not been shown yet: wait until it reads them")
+        if sum(map(len, unread.values())) >= UNREAD_IN_ALL:
+            raise PeerError("refused", f"{UNREAD_IN_ALL} messages wait to be shown to agents: wait until they read them")
         sender = self._session(msg.session, now).name if msg.session else ""
         number = self.registry.message_counter + 1
         self._note(rec.MessageSent(agent=msg.to, id=number, text=text, sender=sender))
@@ -169,5 +182,4 @@ class Inbox:
 
     def waiting(self, name: str) -> int:
         """How many messages and tasks wait to be shown to ``name``."""
-        messages, tasks = self.registry.undelivered(name)
-        return len(messages) + len(tasks)
+        return self.registry.waiting(name)

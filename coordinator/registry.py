@@ -215,6 +215,15 @@ class Snapshot(msgspec.Struct, frozen=True):
 SNAPSHOT_FORMAT = 1
 
 
+
+def _forget_id(index: dict[str, dict[int, None]], key: str, number: int) -> None:
+    """Take ``number`` out of ``index[key]``, and the key with its last id."""
+    ids = index.get(key)
+    if ids is not None:
+        ids.pop(number, None)
+        if not ids:
+            del index[key]
+
 @dataclass
 class Registry:
     epoch: int = 0
@@ -271,6 +280,10 @@ class Registry:
     messages: dict[int, MessageEntry] = field(default_factory=dict)
     task_counter: int = 0
     message_counter: int = 0
+    # What each agent has not been shown yet, by id (ordered sets): every write intent
+    # asks how much waits, which must not cost a walk over every message and task.
+    unread: dict[str, dict[int, None]] = field(default_factory=dict)  # recipient -> undelivered messages
+    queued_for: dict[str, dict[int, None]] = field(default_factory=dict)  # agent -> queued tasks not shown
 
     # ------------------------------------------------------------------ queries
 
@@ -379,6 +392,12 @@ class Registry:
             task_counter=snap.task_counter,
             message_counter=snap.message_counter,
         )
+        for message in reg.messages.values():
+            if not message.delivered:
+                reg.unread.setdefault(message.to, {})[message.id] = None
+        for task in reg.tasks.values():
+            if task.agent is not None and task.state == "queued" and not task.delivered:
+                reg.queued_for.setdefault(task.agent, {})[task.id] = None
         for a in snap.agents:
             seen = now - a.seen_ago - downtime if timed else now
             agent = Agent(a.name, a.session, a.kind, a.worktree, a.host, a.pid, a.pid_started, a.ttl, a.state, a.reason, seen, now, seen)
@@ -670,36 +689,51 @@ class Registry:
                 self.tasks[number] = TaskEntry(
                     id=number, task=record.task or "", agent=record.agent, because=record.because, queued_by=record.by
                 )
+                if record.agent is not None:
+                    self.queued_for.setdefault(record.agent, {})[number] = None
             case rec.TaskTaken():
                 task = self.tasks.get(record.id)
                 if task is not None and task.state == "queued":
                     task.state, task.by = "taken", record.agent
+                    self._shown_task(task)
             case rec.TaskDone():
                 task = self.tasks.get(record.id)
                 if task is not None and task.state != "done":
                     task.state, task.by = "done", task.by or record.agent
+                    self._shown_task(task)
                     finished = [t.id for t in self.tasks.values() if t.state == "done"]
                     for old in finished[: max(0, len(finished) - TASKS_KEPT)]:
                         del self.tasks[old]
             case rec.MessageSent():
                 self.message_counter = max(self.message_counter, record.id)
                 self.messages[record.id] = MessageEntry(id=record.id, to=record.agent or "", text=record.text, sender=record.sender)
+                self.unread.setdefault(record.agent or "", {})[record.id] = None
             case rec.InboxDelivered():
                 for number in record.messages:
                     if (message := self.messages.get(number)) is not None:
                         message.delivered = True
+                        _forget_id(self.unread, message.to, number)
                 for number in record.tasks:
                     if (task := self.tasks.get(number)) is not None:
                         task.delivered = True
+                        self._shown_task(task)
                 seen = [x.id for x in self.messages.values() if x.to == record.agent and x.delivered]
                 for old in seen[: max(0, len(seen) - MESSAGES_KEPT)]:
                     del self.messages[old]
 
+    def _shown_task(self, task: TaskEntry) -> None:
+        if task.agent is not None:
+            _forget_id(self.queued_for, task.agent, task.id)
+
     def undelivered(self, name: str) -> tuple[list[MessageEntry], list[TaskEntry]]:
         """What ``name`` has not been shown yet: messages to it, and queued tasks for it."""
-        messages = [x for x in self.messages.values() if x.to == name and not x.delivered]
-        tasks = [t for t in self.tasks.values() if t.agent == name and t.state == "queued" and not t.delivered]
+        messages = [self.messages[number] for number in self.unread.get(name, ())]
+        tasks = [self.tasks[number] for number in self.queued_for.get(name, ())]
         return messages, tasks
+
+    def waiting(self, name: str) -> int:
+        """How many messages and tasks wait to be shown to ``name`` (per write intent: O(1))."""
+        return len(self.unread.get(name, ())) + len(self.queued_for.get(name, ()))
 
     def running_verify(self, agent: str) -> str | None:
         """The job id of a verify run of ``agent`` that has not finished, if any."""
