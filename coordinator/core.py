@@ -55,6 +55,9 @@ TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsy
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
 CLAIM_ROW_BYTES = 75  # a status's claim row in msgpack, field names included, before its strings
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
+# Live sessions at once: far above any team's agents, and a bound on what a loop opening
+# sessions (a one-shot session lives for its TTL, which the client may set) can hold.
+MAX_LIVE_SESSIONS = 10_000
 
 
 class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -692,6 +695,11 @@ class Core:
             raise PeerError("wrong_repo", f"this coordinator serves {self.repo}, not {msg.repo}")
         _check_ttl(msg.ttl)
         live = self.registry.live_agent(msg.agent)
+        if live is None and len(self.registry.sessions) >= MAX_LIVE_SESSIONS:  # a new session would open
+            if sum(a.live for a in self.registry.sessions.values()) >= MAX_LIVE_SESSIONS:
+                raise PeerError(
+                    "refused", f"{MAX_LIVE_SESSIONS:,} sessions are live already: end some (`lockstep status` lists them) before opening more"
+                )
         if msg.session is not None:
             if live is not None and live.session == msg.session:
                 self.registry.touch(live, now)

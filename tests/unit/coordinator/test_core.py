@@ -653,3 +653,19 @@ def test_names_and_messages_with_control_characters_are_refused_but_a_ledgers_ol
     assert [c.pattern for c in later.status().claims] == ["src/we\nird.py"]
     released = later.send(m.Release(session=a, paths=["src/we\nird.py"]))
     assert isinstance(released, m.Released) and released.patterns == ["src/we\nird.py"]
+
+
+def test_live_sessions_are_bounded_and_a_live_agent_still_resumes(monkeypatch):
+    from coordinator import core
+
+    monkeypatch.setattr(core, "MAX_LIVE_SESSIONS", 3)
+    d = Driver()
+    sessions = [d.hello(f"a{n}") for n in range(3)]
+    recorded = len(d.records)
+    refused = d.send(m.Hello(agent="one-too-many"))
+    assert isinstance(refused, m.Error) and refused.code == "refused" and "3 sessions are live" in refused.message
+    assert len(d.records) == recorded  # nothing recorded
+    resumed = d.send(m.Hello(agent="a0", session=sessions[0]))
+    assert isinstance(resumed, m.Welcome) and resumed.resumed
+    assert isinstance(d.send(m.Bye(session=sessions[1])), m.Ok)  # one ends: room for one
+    assert isinstance(d.send(m.Hello(agent="now-it-fits")), m.Welcome)
