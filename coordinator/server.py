@@ -107,6 +107,8 @@ from .workers import WORKER_MESSAGES, WorkerBroker
 log = logging.getLogger("lockstep")
 
 BATCH_LIMIT = 1024  # messages handled per turn
+QUEUED_BYTES = 16 * 1024 * 1024  # read off the sockets, not handled yet (requests are small; a frame may be 1 MiB)
+PIPE_REQUESTS = 64  # a ROUTER's RCVHWM: requests zmq holds for one peer (each up to HARD_FRAME_LIMIT)
 PEER_TURN = 8  # messages of one peer per turn: a flood cannot fill a batch (see fairqueue.py)
 HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch of nothing else
 GATHER_BELOW = 32  # batches this small are a trickle
@@ -178,7 +180,7 @@ class Server:
         self._started = False  # the new epoch is in the ledger
         self._failures = 0  # commits failed so far (a turn's status views are void after one)
         self._renders: dict[bytes, StatusRender] = {}  # peer -> its status being rendered (statusrender.py)
-        self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT)
+        self._fair = FairQueue(per_peer=PEER_TURN, limit=4 * BATCH_LIMIT, byte_limit=QUEUED_BYTES)
         self._replies = PeerQueues(self._route, budget=settings.reply_budget * 1024 * 1024)
         self._replies_waiting = trio.Event()  # set while some peer has replies queued
         self._peer_sessions: dict[bytes, str] = {}  # connection -> the last session it spoke for
@@ -345,6 +347,10 @@ class Server:
         raw.setsockopt(zmq.RCVHWM, 100_000)
         if kind == zmq.ROUTER:
             raw.setsockopt(zmq.MAXMSGSIZE, HARD_FRAME_LIMIT)
+            # Requests zmq takes in for one peer before the loop reads them: past this the
+            # peer's own socket holds them (back-pressure).  A count, so few: at 100,000 one
+            # client sending 1 MB frames grew the coordinator by 1.8 GB in 8 s.
+            raw.setsockopt(zmq.RCVHWM, PIPE_REQUESTS)
             # Replies zmq holds for one peer are few; the rest wait, counted in bytes, in
             # PeerQueues (replies.py).  MANDATORY: a full pipe is an error, not a silent drop.
             raw.setsockopt(zmq.SNDHWM, PIPE_REPLIES)
@@ -436,9 +442,9 @@ class Server:
                 turn.acquire_nowait()
             try:
                 if fair.room():
-                    fair.put_all(router.drain(min(BATCH_LIMIT, fair.room())))
+                    fair.put_all(router.drain(min(BATCH_LIMIT, fair.room()), fair.room_bytes()))
                 if self._remote_router is not None and fair.room():
-                    fair.put_all(self._drain_remote(min(BATCH_LIMIT, fair.room())))
+                    fair.put_all(self._drain_remote(min(BATCH_LIMIT, fair.room()), fair.room_bytes()))
                 batch = fair.take(BATCH_LIMIT)
                 self._batches += 1
                 only_heartbeats = bool(batch)
@@ -896,14 +902,14 @@ class Server:
 
     # ------------------------------------------------------------------ remote agents
 
-    def _drain_remote(self, limit: int) -> list[list[bytes]]:
+    def _drain_remote(self, limit: int, max_bytes: int) -> list[list[bytes]]:
         """Messages from the CURVE ROUTER, their peer ids marked remote, each peer's key
         (the User-Id our ZAP handler gave its connection) noted for ``admit``."""
         key_of = self._remote.key_of
         if len(key_of) > 10_000:
             key_of.clear()  # only this turn's peers are looked up
         out = []
-        for frames in self._remote_router.drain_frames(limit):
+        for frames in self._remote_router.drain_frames(limit, max_bytes):
             peer = REMOTE_PEER + frames[0].bytes
             key_of[peer] = frames[-1].get("User-Id") or ""
             out.append([peer, *(f.bytes for f in frames[1:])])

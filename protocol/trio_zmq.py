@@ -167,27 +167,40 @@ class TrioSocket:
         finally:
             self._after_zmq_call()
 
-    def drain(self, limit: int) -> list[list[bytes]]:
-        """Receive up to ``limit`` multipart messages that are already waiting."""
+    def drain(self, limit: int, max_bytes: int | None = None) -> list[list[bytes]]:
+        """Receive up to ``limit`` multipart messages that are already waiting, stopping
+        once they hold ``max_bytes`` (the message that crosses it is the last)."""
         self._check_open()
         messages: list[list[bytes]] = []
+        left = max_bytes
         try:
             while len(messages) < limit:
-                messages.append(self.socket.recv_multipart(zmq.NOBLOCK))
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                messages.append(frames)
+                if left is not None:
+                    left -= sum(map(len, frames))
+                    if left <= 0:
+                        break
         except zmq.Again:
             pass
         finally:
             self._after_zmq_call()
         return messages
 
-    def drain_frames(self, limit: int) -> list[list[zmq.Frame]]:
+    def drain_frames(self, limit: int, max_bytes: int | None = None) -> list[list[zmq.Frame]]:
         """Like ``drain`` but as ``zmq.Frame`` objects, whose properties (e.g. the
         ``User-Id`` a ZAP handler gave the connection) can be read."""
         self._check_open()
         messages: list[list[zmq.Frame]] = []
+        left = max_bytes
         try:
             while len(messages) < limit:
-                messages.append(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
+                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                messages.append(frames)
+                if left is not None:
+                    left -= sum(len(f) for f in frames)
+                    if left <= 0:
+                        break
         except zmq.Again:
             pass
         finally:

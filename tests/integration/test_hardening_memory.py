@@ -43,10 +43,10 @@ def _hold_many_claims(raw: RawClient) -> str:
     return session
 
 
-def _messages_handled(raw: RawClient, req: int) -> int:
+def _messages_handled(raw: RawClient, req: int, counter: str = "messages") -> int:
     raw.send(encode(m.Status(req=req)))
     reply = raw.reply(timeout_ms=20_000)
-    return reply.statistics["core"]["messages"]
+    return reply.statistics["core"][counter]
 
 
 def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(repo, coordinator):
@@ -92,4 +92,45 @@ def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(re
     finally:
         hog.close()
         hog_ctx.term()
+        quiet.close()
+
+
+BIG_FRAMES = 1500  # ~1.5 GB of requests if the coordinator took them all in
+
+
+def test_a_client_sending_megabyte_frames_faster_than_they_are_read_does_not_grow_the_coordinator(repo, coordinator):
+    c = coordinator(*STEADY)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    quiet = RawClient(endpoint)
+    flood_ctx = zmq.Context()
+    flood = flood_ctx.socket(zmq.DEALER)
+    flood.setsockopt(zmq.LINGER, 0)
+    flood.setsockopt(zmq.SNDHWM, 10 * BIG_FRAMES)  # the flooder would hold them all: the coordinator must not
+    frame = encode(m.SendText(to="bob", text="x" * (m.HARD_FRAME_LIMIT - 100)))  # refused too_large, after reading
+    try:
+        quiet.send(encode(m.Hello(agent="quiet", req=1)))
+        session = quiet.reply().session
+        coordinator_process = psutil.Process(c.pid)
+        start = _messages_handled(quiet, 90_000, "errors")
+        before = coordinator_process.memory_info().rss
+        flood.connect(endpoint)
+        for _ in range(BIG_FRAMES):
+            flood.send(frame)  # queued in the flooder's own socket once the coordinator pushes back
+        peak = before
+        polls = 0
+
+        def all_handled() -> bool:
+            nonlocal peak, polls
+            peak = max(peak, coordinator_process.memory_info().rss)
+            polls += 1
+            return _messages_handled(quiet, 90_000 + polls, "errors") >= start + BIG_FRAMES  # each refused too_large
+
+        wait_until(all_handled, timeout=240, interval=0.2, what="the coordinator to refuse every big frame")
+        peak = max(peak, coordinator_process.memory_info().rss)
+        assert peak - before < GROWTH_BOUND, f"coordinator grew by {(peak - before) >> 20} MiB"
+        quiet.send(encode(m.Claim(session=session, paths=["src/after.py"], req=99_999)))
+        assert isinstance(quiet.reply(timeout_ms=20_000), m.Granted)
+    finally:
+        flood.close()
+        flood_ctx.term()
         quiet.close()

@@ -57,3 +57,19 @@ def test_put_back_keeps_a_peers_order():
     assert [f[1] for f in q.take(10)] == [b"1", b"2"]
     assert [f[1] for f in q.take(10)] == [b"3"]
     assert len(q) == 0
+
+
+def test_the_bytes_held_bound_what_is_read_as_well_as_the_count():
+    q = FairQueue(per_peer=2, limit=100, byte_limit=3000)
+    big = [[b"flood", b"x" * 995] for _ in range(3)]  # 1,000 bytes each, with the peer frame
+    q.put_all(big[:2])
+    assert q.room() == 98 and q.room_bytes() == 1000
+    q.put_all(big[2:])
+    assert q.room() == 0 and q.room_bytes() == 0  # full by bytes, though 97 more would fit by count
+    taken = q.take(1)
+    assert q.room() == 98 and q.room_bytes() == 1000
+    q.put_back(taken)
+    assert q.room() == 0
+    q.take(10)
+    q.take(10)
+    assert len(q) == 0 and q.room() == 100 and q.room_bytes() == 3000

@@ -170,6 +170,17 @@ async def test_drain_returns_at_most_limit_and_everything_available(dealer_route
         assert dealer.recv_multipart_nowait() is None
 
 
+async def test_drain_stops_once_the_messages_hold_max_bytes(dealer_router):
+    dealer, router = dealer_router
+    with trio.fail_after(5):
+        for number in range(5):
+            await router.send_multipart([b"d", b"%d" % number + b"x" * 99])  # 100 bytes each
+        await dealer.wait_readable()
+        assert [m[0][:1] for m in dealer.drain(10, max_bytes=250)] == [b"0", b"1", b"2"]  # the third crosses it
+        assert [m[0][:1] for m in dealer.drain(10, max_bytes=100)] == [b"3"]
+        assert [m[0][:1] for m in dealer.drain(10)] == [b"4"]
+
+
 async def test_close_wakes_waiting_tasks_with_closed_resource_error(dealer_router):
     dealer, _router = dealer_router
     outcomes: list[str] = []
