@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, TextIO
+from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, TextIO
 
 from protocol import jsontext
 
@@ -32,6 +32,9 @@ from protocol import jsontext
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PROTOCOL_VERSION = SUPPORTED_VERSIONS[0]
 STRUCTURED_SINCE = "2025-06-18"  # structuredContent and outputSchema appeared in this revision
+# The longest line read: four times the wire's cap (a tool call's JSON, escapes and all,
+# becomes one coordinator message); longer is refused without being held whole.
+MAX_LINE_BYTES = 1024 * 1024
 
 _PATHS = {
     "type": "array",
@@ -359,20 +362,54 @@ def handle(message: Any, call_tool: CallTool) -> dict | None:
     return Server(call_tool).handle(message)
 
 
-def serve(stdin: TextIO, stdout: TextIO, call_tool: CallTool) -> None:
+def serve(stdin: BinaryIO | TextIO, stdout: TextIO, call_tool: CallTool) -> None:
     server = Server(call_tool)
-    for line in stdin:
-        if not line.strip():
+    for line in read_lines(stdin):
+        if isinstance(line, Oversized):
+            response = _error(None, -32600, f"invalid request: a message longer than {MAX_LINE_BYTES} bytes; nothing was done")
+        elif not line.strip():
             continue
-        try:
-            message = jsontext.loads(line, parse_constant=_not_json)
-        except ValueError as exc:
-            response = _error(None, -32700, f"parse error: {exc}")
         else:
-            response = server.handle(message)
+            try:
+                text = line.decode() if isinstance(line, bytes) else line  # the transport is UTF-8, only
+                message = jsontext.loads(text, parse_constant=_not_json)
+            except UnicodeDecodeError as exc:
+                response = _error(None, -32700, f"parse error: not UTF-8 ({exc.reason} at byte {exc.start})")
+            except ValueError as exc:
+                response = _error(None, -32700, f"parse error: {exc}")
+            else:
+                response = server.handle(message)
         if response is not None:
             stdout.write(json.dumps(response) + "\n")
             stdout.flush()
+
+
+class Oversized(NamedTuple):
+    """A line past ``MAX_LINE_BYTES``: skipped up to its newline, never held whole."""
+
+    length: int  # how much of it was read before it ended (at least the cap)
+
+
+def read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | str | Oversized]:
+    """The stream's lines, each read with at most ``MAX_LINE_BYTES`` in memory.
+
+    ``readline(limit)`` stops at the limit: a longer line is read on (and dropped) in
+    pieces of the limit until its newline, and stands as one ``Oversized``.  A binary
+    stream (``sys.stdin.buffer``) is read as bytes: text that is not UTF-8 is the
+    parser's to refuse, for that line alone."""
+    stream = getattr(stream, "buffer", stream)
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) <= MAX_LINE_BYTES or line[-1:] in ("\n", b"\n"):
+            yield line
+            continue
+        length = len(line)
+        while line and line[-1:] not in ("\n", b"\n"):
+            line = stream.readline(MAX_LINE_BYTES)
+            length += len(line)
+        yield Oversized(length)
 
 
 def _valid_id(ident: Any) -> bool:

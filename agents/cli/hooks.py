@@ -414,4 +414,4 @@ def mcp_server(agent, endpoint, as_json):
             return {"error": {"code": code, "message": exc.message, "exit_code": exit_code_of(exc)}}, True
         return {"error": {"code": "bad_request", "message": f"unknown tool {tool}"}}, True
 
-    mcp.serve(sys.stdin, sys.stdout, call_tool)
+    mcp.serve(sys.stdin.buffer, sys.stdout, call_tool)

@@ -157,3 +157,28 @@ def test_the_schemas_are_valid_json_schema():
     for tool in mcp.TOOLS:
         jsonschema.Draft202012Validator.check_schema(tool["inputSchema"])
         jsonschema.Draft202012Validator.check_schema(tool["outputSchema"])
+
+
+# ---------------------------------------------------------------------- reading lines
+
+
+def _served(data: bytes, call_tool=NEVER) -> list[dict]:
+    out = io.StringIO()
+    mcp.serve(io.BytesIO(data), out, call_tool)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_line_past_the_cap_is_one_invalid_request_and_the_next_lines_are_served(monkeypatch):
+    monkeypatch.setattr(mcp, "MAX_LINE_BYTES", 64)
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    at_cap = ping + b" " * (64 - len(ping))  # exactly the cap: still a message
+    replies = _served(b"x" * 1000 + b"\n" + at_cap + b"\n" + at_cap + b" \n" + ping + b"\n" + b"y" * 65)
+    assert [r.get("error", {}).get("code") for r in replies] == [-32600, None, -32600, None, -32600]
+    assert [r["id"] for r in replies] == [None, 1, None, 1, None]
+    assert "longer than 64 bytes" in replies[0]["error"]["message"]
+
+
+def test_a_line_that_is_not_utf8_is_a_parse_error_and_the_next_line_is_served():
+    replies = _served(b'\xff{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+    assert replies[0]["error"]["code"] == -32700 and "not UTF-8" in replies[0]["error"]["message"]
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}

@@ -1,0 +1,90 @@
+"""Hostile and odd input to ``lockstep mcp``, as a real process over real pipes with a
+real coordinator: each gets its JSON-RPC error (or its one-line message and exit 2 on
+the command line), memory stays bounded, and the server answers the next line."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+
+from .conftest import LOCKSTEP, end_process, env_for, holders
+
+FAST = ("--heartbeat", "0.2", "--liveness", "5")
+PING = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+MiB = 1024 * 1024
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+class McpProcess:
+    """``lockstep mcp`` with its stdout read line by line on a thread (waits have deadlines)."""
+
+    def __init__(self, cwd, *args: str, env: dict | None = None) -> None:
+        self.proc = subprocess.Popen([*LOCKSTEP, "mcp", *args], cwd=cwd, env=env_for(env), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def reply(self, timeout: float = 60) -> dict:
+        try:
+            item = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no reply in {timeout}s") from None
+        assert item is not None, f"the server ended: {self.proc.stderr.read().decode()}"
+        return item
+
+    def send(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def end(self) -> tuple[int, str]:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        return self.proc.returncode, self.proc.stderr.read().decode()
+
+
+def _call(ident, name: str, arguments: dict) -> bytes:
+    message = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    return json.dumps(message).encode() + b"\n"
+
+
+def test_a_line_without_end_is_refused_in_bounded_memory_and_the_next_line_is_served(repo, coordinator):
+    """One line of 256 MiB was read whole before anything looked at it (a line that
+    never ends grew the server without bound): now the server holds at most its cap,
+    answers -32600 once the line ends, and serves the next lines."""
+    coordinator(*FAST)
+    server = McpProcess(repo.root, "--agent", "mcpbot")
+    try:
+        server.send(PING.encode() + b"\n")
+        assert server.reply() == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        before = _peak_rss(server.proc.pid)
+        chunk = b"x" * MiB
+        for _ in range(256):
+            server.send(chunk)
+        server.send(b"\n" + PING.encode() + b"\n" + _call(8, "claim", {"paths": ["src/app.py"]}))
+        refused, pong, claimed = server.reply(), server.reply(), server.reply()
+        grown = _peak_rss(server.proc.pid) - before
+        assert refused["id"] is None and refused["error"]["code"] == -32600
+        assert "longer than" in refused["error"]["message"]
+        assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        assert claimed["id"] == 8 and not claimed["result"]["isError"]
+        assert holders(repo) == {"src/app.py": "mcpbot"}
+        assert grown < 64 * MiB, f"the server grew by {grown // MiB} MiB reading one 256 MiB line"
+        rc, err = server.end()
+        assert rc == 0 and "Traceback" not in err, err
+    finally:
+        end_process(server.proc)
