@@ -49,7 +49,7 @@ from .landgate import land_stop
 from .registry import Agent, ClaimEntry, Registry, Snapshot
 from .settings import Settings
 
-AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+AGENT_NAME, check_agent_name = m.AGENT_NAME, m.check_agent_name  # the rule lives with the wire types
 _BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` accepts as a branch name
 TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsync the turn waits for
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
@@ -1328,14 +1328,6 @@ def _summary(conflicts: list[m.Conflict]) -> str:
 
 # Requests whose retry must not act twice (a second grant, a second job).
 _RETRYABLE = frozenset({m.Claim, m.Release, m.Intent, m.Wrote, m.Watch, m.Check, m.Verify, m.Done, m.PlanRun, m.TurnStart, m.Land, m.Tasks, m.SendText, m.InboxQuery, m.Ran})
-
-
-def check_agent_name(name: str) -> None:
-    if not AGENT_NAME.fullmatch(name or ""):
-        raise PeerError(
-            "bad_agent",
-            f"invalid agent name {name!r}: use 1-64 characters, letters, digits and . _ - @ +, starting with a letter or digit",
-        )
 
 
 def _live_message(agent: Agent) -> str:

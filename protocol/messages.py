@@ -22,11 +22,17 @@ languages; tests/test_protocol.py checks that it names every type and field.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
 
+from .errors import PeerError
+
 PROTOCOL_VERSION = 1
+# The names an agent may go by: checked by the coordinator at hello, and by a client that
+# would otherwise start on a name no request of it can use (``lockstep mcp --agent``).
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 # Above this a message is refused with code "too_large"; the ROUTER's MAXMSGSIZE (a
 # hard cap, see ``HARD_FRAME_LIMIT``) drops bigger frames with their connection.
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -728,3 +734,12 @@ ServerMessage = (
     | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply | TasksReply | InboxReply
     | WorkerWelcome | Work | WorkerPing | WorkerDismissed
 )
+
+
+def check_agent_name(name: str) -> None:
+    """``PeerError("bad_agent")`` for a name ``AGENT_NAME`` does not match."""
+    if not AGENT_NAME.fullmatch(name or ""):
+        raise PeerError(
+            "bad_agent",
+            f"invalid agent name {name!r}: use 1-64 characters, letters, digits and . _ - @ +, starting with a letter or digit",
+        )

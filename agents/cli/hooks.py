@@ -360,6 +360,7 @@ def mcp_server(agent, endpoint, as_json):
     from .state import _status_payload
 
     name = _need_agent(agent)
+    m.check_agent_name(name)  # every tool call would be refused for it: say so now, not per call
     place = discovery.locate()
 
     def as_agent(body):

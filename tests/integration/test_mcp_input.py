@@ -88,3 +88,13 @@ def test_a_line_without_end_is_refused_in_bounded_memory_and_the_next_line_is_se
         assert rc == 0 and "Traceback" not in err, err
     finally:
         end_process(server.proc)
+
+
+def test_an_invalid_agent_name_exits_2_with_one_line_before_serving(repo):
+    """``lockstep mcp --agent "a b"`` started and answered every tool call with the same
+    refusal; now it is bad input on the command line, as for every other verb."""
+    for args, env in ((["--agent", "a b"], None), ([], {"LOCKSTEP_AGENT": "-x"}), (["--agent", "a" * 65], None)):
+        done = subprocess.run([*LOCKSTEP, "mcp", *args], input=PING + "\n", cwd=repo.root, env=env_for(env),
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stdout == "", (args, done)
+        assert len(done.stderr.splitlines()) == 1 and "invalid agent name" in done.stderr, done.stderr
