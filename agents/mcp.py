@@ -304,12 +304,14 @@ class Server:
 
     def handle(self, message: Any) -> dict | None:
         """One JSON-RPC message in, its response out (None for notifications)."""
+        ident = message.get("id") if isinstance(message, dict) else None
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-            return _error(message.get("id") if isinstance(message, dict) else None, -32600, "invalid request")
-        method, ident = message["method"], message.get("id")
-        if ident is None:
+            # echoed only when it is an id: 1e400 would print Infinity, which is not JSON
+            return _error(ident if _valid_id(ident) else None, -32600, 'invalid request: expected an object with "jsonrpc": "2.0" and a "method" string')
+        method = message["method"]
+        if "id" not in message:
             return None  # a notification (initialized, cancelled, ...)
-        if not _valid_id(ident):  # echoed, 1e400 would print Infinity, which is not JSON
+        if not _valid_id(ident):  # null too: MCP's requests have ids, and a silence would leave the client waiting
             return _error(None, -32600, "invalid request: id must be a string or a number")
         params = message.get("params")
         if params is None:

@@ -182,3 +182,18 @@ def test_a_line_that_is_not_utf8_is_a_parse_error_and_the_next_line_is_served():
     replies = _served(b'\xff{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
     assert replies[0]["error"]["code"] == -32700 and "not UTF-8" in replies[0]["error"]["message"]
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_a_request_with_a_null_id_is_answered_invalid_not_taken_for_a_notification():
+    # it was silent: a client waiting for the answer to id null waited forever
+    replies = _served(b'{"jsonrpc":"2.0","id":null,"method":"ping"}\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    assert len(replies) == 1 and replies[0]["id"] is None and replies[0]["error"]["code"] == -32600
+
+
+def test_an_invalid_request_echoes_only_an_id_that_is_one():
+    # {"id": 1e400} with no "jsonrpc" was echoed as Infinity: the reply was not JSON
+    out = io.StringIO()
+    mcp.serve(io.BytesIO(b'{"id":1e400,"method":"ping"}\n{"id":[1],"method":"ping"}\n{"id":3,"method":"ping"}\n'), out, NEVER)
+    replies = [json.loads(line, parse_constant=mcp._not_json) for line in out.getvalue().splitlines()]
+    assert [r["id"] for r in replies] == [None, None, 3]
+    assert {r["error"]["code"] for r in replies} == {-32600}
