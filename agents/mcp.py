@@ -2,6 +2,7 @@
 
 The Model Context Protocol over stdio is JSON-RPC 2.0, one message per line.  We answer
 ``initialize``, ``ping``, ``tools/list`` and ``tools/call``; notifications get no answer.
+A batch (an array, which 2025-03-26 clients may send) gets one array of the answers.
 
 * ``initialize`` answers the client's protocol version when we speak it, else the newest
   one we do (the client then decides whether it can go on), as the lifecycle requires.
@@ -380,10 +381,28 @@ def serve(stdin: BinaryIO | TextIO, stdout: TextIO, call_tool: CallTool) -> None
             except ValueError as exc:
                 response = _error(None, -32700, f"parse error: {exc}")
             else:
-                response = server.handle(message)
+                if isinstance(message, list) and message:
+                    _answer_batch(server, message, stdout)
+                    continue
+                response = server.handle(message) if message != [] else _error(None, -32600, "invalid request: an empty batch")
         if response is not None:
             stdout.write(json.dumps(response) + "\n")
             stdout.flush()
+
+
+def _answer_batch(server: Server, batch: list, stdout: TextIO) -> None:
+    """A JSON-RPC batch (which 2025-03-26 clients may send): one array of the answers,
+    on one line, written as they come so that no more than one is held at a time;
+    nothing when every member is a notification."""
+    started = False
+    for message in batch:
+        response = server.handle(message)
+        if response is not None:
+            stdout.write(("," if started else "[") + json.dumps(response))
+            started = True
+    if started:
+        stdout.write("]\n")
+        stdout.flush()
 
 
 class Oversized(NamedTuple):

@@ -197,3 +197,22 @@ def test_an_invalid_request_echoes_only_an_id_that_is_one():
     replies = [json.loads(line, parse_constant=mcp._not_json) for line in out.getvalue().splitlines()]
     assert [r["id"] for r in replies] == [None, None, 3]
     assert {r["error"]["code"] for r in replies} == {-32600}
+
+
+def test_a_batch_is_answered_with_one_array_in_order_and_notifications_get_nothing():
+    # a batch (which 2025-03-26 clients may send) was one "invalid request" for all its members
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _call("release", {"all": True}, ident="two"),
+        {"jsonrpc": "2.0", "id": 3, "method": "nope"},
+        5,
+    ]
+    lines = [json.dumps(batch), "[]", json.dumps([{"jsonrpc": "2.0", "method": "notifications/initialized"}]), json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"})]
+    replies = _served(("\n".join(lines) + "\n").encode(), lambda name, args: ({"released": []}, False))
+    answered, empty, after = replies
+    assert [r["id"] for r in answered] == [1, "two", 3, None]
+    assert answered[0]["result"] == {} and answered[1]["result"]["isError"] is False
+    assert answered[2]["error"]["code"] == -32601 and answered[3]["error"]["code"] == -32600
+    assert empty["error"]["code"] == -32600 and "empty batch" in empty["error"]["message"]
+    assert after == {"jsonrpc": "2.0", "id": 4, "result": {}}  # the all-notification batch got no line
