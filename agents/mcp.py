@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, TextIO
 
 from protocol import jsontext
@@ -303,6 +304,17 @@ class Server:
     def structured(self) -> bool:
         return self.version >= STRUCTURED_SINCE  # the revisions are dates: they sort as strings
 
+    def answer(self, message: Any) -> dict | None:
+        """``handle``, where a failure of ours (a bug, an error no tool expected) is the
+        request's -32603 and one line on stderr: the server goes on with the next."""
+        try:
+            return self.handle(message)
+        except Exception as exc:  # noqa: BLE001 - one request fails, not the conversation
+            ident = message.get("id") if isinstance(message, dict) else None
+            ident = ident if _valid_id(ident) else None
+            print(f"lockstep mcp: request {json.dumps(ident)} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return _error(ident, -32603, f"internal error: {type(exc).__name__}: {exc}")
+
     def handle(self, message: Any) -> dict | None:
         """One JSON-RPC message in, its response out (None for notifications)."""
         ident = message.get("id") if isinstance(message, dict) else None
@@ -384,7 +396,7 @@ def serve(stdin: BinaryIO | TextIO, stdout: TextIO, call_tool: CallTool) -> None
                 if isinstance(message, list) and message:
                     _answer_batch(server, message, stdout)
                     continue
-                response = server.handle(message) if message != [] else _error(None, -32600, "invalid request: an empty batch")
+                response = server.answer(message) if message != [] else _error(None, -32600, "invalid request: an empty batch")
         if response is not None:
             stdout.write(json.dumps(response) + "\n")
             stdout.flush()
@@ -396,7 +408,7 @@ def _answer_batch(server: Server, batch: list, stdout: TextIO) -> None:
     nothing when every member is a notification."""
     started = False
     for message in batch:
-        response = server.handle(message)
+        response = server.answer(message)
         if response is not None:
             stdout.write(("," if started else "[") + json.dumps(response))
             started = True

@@ -98,3 +98,26 @@ def test_an_invalid_agent_name_exits_2_with_one_line_before_serving(repo):
                               capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and done.stdout == "", (args, done)
         assert len(done.stderr.splitlines()) == 1 and "invalid agent name" in done.stderr, done.stderr
+
+
+def test_a_tool_call_failing_in_an_unexpected_way_is_its_error_and_the_server_goes_on(repo, coordinator):
+    """The folder the server runs in is removed under it: ``verify`` met a
+    FileNotFoundError, printed a traceback and ended the server (every later call went
+    to a closed pipe).  Now that call is its request's -32603, one line on stderr, and
+    the server answers the next calls."""
+    coordinator(*FAST)
+    folder = repo.root / "scratch"
+    folder.mkdir()
+    server = McpProcess(folder, "--agent", "mcpbot")
+    try:
+        server.send(PING.encode() + b"\n")
+        assert server.reply()["id"] == 7
+        folder.rmdir()
+        server.send(_call(1, "verify", {}) + PING.encode() + b"\n")
+        failed, pong = server.reply(), server.reply()
+        assert failed["id"] == 1 and failed["error"]["code"] == -32603 and "FileNotFoundError" in failed["error"]["message"]
+        assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        rc, err = server.end()
+        assert rc == 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    finally:
+        end_process(server.proc)

@@ -216,3 +216,14 @@ def test_a_batch_is_answered_with_one_array_in_order_and_notifications_get_nothi
     assert answered[2]["error"]["code"] == -32601 and answered[3]["error"]["code"] == -32600
     assert empty["error"]["code"] == -32600 and "empty batch" in empty["error"]["message"]
     assert after == {"jsonrpc": "2.0", "id": 4, "result": {}}  # the all-notification batch got no line
+
+
+def test_a_tool_that_fails_unexpectedly_is_that_requests_internal_error_and_the_server_goes_on(capsys):
+    def broken(name, args):
+        raise OSError("the disk went away")
+
+    replies = _served((json.dumps(_call("status", ident=1)) + '\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n').encode(), broken)
+    assert replies[0]["id"] == 1 and replies[0]["error"]["code"] == -32603
+    assert "OSError: the disk went away" in replies[0]["error"]["message"]
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert capsys.readouterr().err.count("\n") == 1  # one line, no traceback
