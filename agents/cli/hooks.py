@@ -11,7 +11,7 @@ import click
 from protocol import discovery
 
 from .base import EXIT_REFUSED, ask, endpoint_option, handle_errors, json_option, main
-from .output import plain
+from .output import plain, refuse_braces
 
 # ---------------------------------------------------------------------- Claude Code
 
@@ -371,6 +371,9 @@ def mcp_server(agent, endpoint, as_json):
         try:
             # an intent names concrete files, as an editor does: '[', '*', '?' are part of a name
             literal = tool == "intent" or bool(args.get("literal"))
+            if not literal:  # as on the command line: a pattern's braces are not expanded, and not a name
+                for path in args.get("paths", []):
+                    refuse_braces(path, literal='"literal": true')
             paths = [repo_relative(p, place, literal=literal) for p in args.get("paths", [])]
             if tool == "claim":
                 reply = as_agent(lambda s: s.claim(paths, shared=bool(args.get("shared")), ttl=args.get("ttl")))

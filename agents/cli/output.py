@@ -144,9 +144,10 @@ def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concret
     return patterns
 
 
-def refuse_braces(arg: str) -> None:
+def refuse_braces(arg: str, literal: str = "--literal") -> None:
     """``src/{a,b}.py`` is refused, not claimed as a literal name: Lockstep does not
-    expand braces (a shell does, unless the word is quoted)."""
+    expand braces (a shell does, unless the word is quoted).  ``literal``: how the
+    caller says "a file named so"."""
     import re
 
     match = re.search(r"\{([^{}]*,[^{}]*)\}", arg)
@@ -155,7 +156,7 @@ def refuse_braces(arg: str) -> None:
     expanded = " ".join(arg[: match.start()] + part + arg[match.end() :] for part in match.group(1).split(","))
     from protocol.errors import UsageError
 
-    raise UsageError(f"{arg}: braces are not expanded; name each path: {expanded} (or --literal for a file named so)", code="bad_path")
+    raise UsageError(f"{arg}: braces are not expanded; name each path: {expanded} (or {literal} for a file named so)", code="bad_path")
 
 
 def as_agent(agent: str | None, endpoint: str | None, pid: int | None, body: Callable) -> Any:

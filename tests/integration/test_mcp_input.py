@@ -121,3 +121,25 @@ def test_a_tool_call_failing_in_an_unexpected_way_is_its_error_and_the_server_go
         assert rc == 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
     finally:
         end_process(server.proc)
+
+
+def test_a_claim_with_braces_is_refused_as_on_the_command_line(repo, coordinator):
+    """``src/{a,b}.py`` through MCP was claimed as one file of that name (the model
+    believed it held src/a.py and src/b.py; anyone could write them); the CLI refuses it.
+    Now the tool does too, naming the paths to claim; "literal": true claims the name."""
+    coordinator(*FAST)
+    server = McpProcess(repo.root, "--agent", "mcpbot")
+    try:
+        server.send(_call(1, "claim", {"paths": ["src/{a,b}.py"]}) + _call(2, "release", {"paths": ["src/{a,b}.py"]}))
+        for ident in (1, 2):
+            refused = server.reply()["result"]
+            error = refused["structuredContent"]["error"]
+            assert refused["isError"] and error["code"] == "bad_path" and error["exit_code"] == 2
+            assert "src/a.py src/b.py" in error["message"] and '"literal": true' in error["message"]
+        assert holders(repo) == {}
+        server.send(_call(3, "claim", {"paths": ["src/{a,b}.py"], "literal": True}))
+        assert not server.reply()["result"]["isError"]
+        assert holders(repo) == {"src/{a,b}.py": "mcpbot"}
+        assert server.end()[0] == 0
+    finally:
+        end_process(server.proc)
