@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, NamedTuple
+import sys
+from typing import BinaryIO, Callable, NamedTuple
 
 from protocol import jsontext
 from protocol.errors import LockstepError, PeerError
@@ -163,6 +164,24 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
 
 class HookInputError(LockstepError):
     """The hook's stdin is not a Claude Code hook event."""
+
+
+# The most of stdin a hook reads: an event carries a Write's whole content, and reading
+# without a bound let one huge payload take the memory of three copies of it.
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+
+
+def read_input(stream: BinaryIO | None = None) -> str:
+    """The event text on stdin (``stream``), reading at most ``MAX_INPUT_BYTES`` and one
+    byte more: a longer input is refused unread, as is one that is not UTF-8
+    (``HookInputError``, answered as every failure is)."""
+    data = (stream if stream is not None else sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise HookInputError(f"hook input is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB: not read")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise HookInputError(f"hook input is not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def parse_event(text: str) -> dict:

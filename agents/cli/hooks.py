@@ -63,10 +63,13 @@ def hook_claude(fail_closed, endpoint, as_json):
 
 def _tool_hook(client: str, fail_closed: bool, endpoint: str | None) -> None:
     from agents import toolwrites
+    from agents.hooks import HookInputError, read_input
 
     try:
-        text = sys.stdin.read()
-    except (OSError, ValueError) as exc:  # not text (bytes that are not UTF-8): still an answer, never exit 1
+        text = read_input()
+    except HookInputError as exc:  # too large, or not UTF-8: still an answer, never exit 1
+        answer = toolwrites.failure(client, str(exc), None, fail_closed)
+    except OSError as exc:
         answer = toolwrites.failure(client, f"hook input cannot be read ({exc})", None, fail_closed)
     else:
         answer = toolwrites.answer(client, text, endpoint, fail_closed)

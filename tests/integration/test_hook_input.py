@@ -1,0 +1,100 @@
+"""Hostile and malformed input to the agent-CLI hooks (``lockstep hook claude|codex|gemini``)
+with a real coordinator: every answer is the client's own JSON, exit 0 (2 only for
+Claude Code's lost write), in the direction the README's hooks table gives for a
+failure (allowed with a visible warning; denied under ``--fail-closed``); never a
+traceback, never a hang; the coordinator goes on deciding."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+import pytest
+
+from .conftest import LOCKSTEP, end_process, env_for, holders
+
+PRE = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
+MiB = 1024 * 1024
+
+
+def _hook(client: str, data: bytes, cwd, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOCKSTEP, "hook", client, *flags], input=data, cwd=cwd, env=env_for(env or {"LOCKSTEP_AGENT": "bob"}),
+                          capture_output=True, timeout=60)
+
+
+def _shown(done: subprocess.CompletedProcess) -> str:
+    """The answer, checked to be one JSON document (or nothing: Claude Code's "go on")
+    with exit 0 and no traceback."""
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done
+    return json.dumps(json.loads(done.stdout)) if done.stdout.strip() else ""
+
+
+def _denied(text: str) -> bool:
+    return '"deny"' in text
+
+
+def _write_event(client: str, repo_dir, path: str = "src/app.py") -> dict:
+    tool, tool_input = {
+        "claude": ("Write", {"file_path": str(repo_dir / path), "content": "x"}),
+        "codex": ("apply_patch", {"command": f"*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n"}),
+        "gemini": ("write_file", {"file_path": str(repo_dir / path), "content": "x"}),
+    }[client]
+    return {"hook_event_name": PRE[client], "session_id": "s1", "cwd": str(repo_dir), "tool_name": tool, "tool_input": tool_input}
+
+
+def _read_both(proc: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
+    """The process's stdout and stderr to their end, within ``timeout``."""
+    read: dict = {}
+    readers = [threading.Thread(target=lambda n=name: read.__setitem__(n, getattr(proc, n).read()), daemon=True) for name in ("stdout", "stderr")]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout)
+    assert set(read) == {"stdout", "stderr"}, f"the hook did not answer in {timeout}s"
+    return read["stdout"], read["stderr"]
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_an_input_past_the_cap_is_answered_unread_as_a_failure(repo, coordinator, client):
+    """Stdin was read whole, however large (one 256 MiB event held three copies of
+    itself): now the hook reads at most its cap, answers as for any failure, and
+    stops reading (the writer sees the pipe closed)."""
+    coordinator()
+    for flags in ((), ("--fail-closed",)):
+        proc = subprocess.Popen([*LOCKSTEP, "hook", client, *flags], cwd=repo.root, env=env_for({"LOCKSTEP_AGENT": "bob"}),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stopped_reading = []
+
+        def feed():
+            try:
+                proc.stdin.write(b'{"hook_event_name": "' + PRE[client].encode() + b'", "x": "')
+                for _ in range(256):
+                    proc.stdin.write(b"x" * MiB)
+                proc.stdin.close()
+            except BrokenPipeError:
+                stopped_reading.append(True)
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+        try:
+            out, err = _read_both(proc, timeout=60)
+            proc.wait(60)
+            writer.join(60)
+        finally:
+            end_process(proc)
+        assert proc.returncode == 0 and b"Traceback" not in err, err
+        shown = json.dumps(json.loads(out))
+        assert "larger than 32 MiB" in shown and _denied(shown) == bool(flags), shown
+        assert stopped_reading, "the hook read the whole input"
+    # the coordinator still decides the next, well-formed event
+    _shown(_hook(client, json.dumps(_write_event(client, repo.root)).encode(), repo.root))
+    assert holders(repo) == {"src/app.py": "bob"}
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_an_input_that_is_not_utf8_says_so(repo, client):
+    data = b"\xff" + json.dumps(_write_event(client, repo.root)).encode()
+    for flags in ((), ("--fail-closed",)):
+        shown = _shown(_hook(client, data, repo.root, *flags))
+        assert "not UTF-8" in shown and _denied(shown) == bool(flags), shown
