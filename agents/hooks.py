@@ -49,9 +49,33 @@ def agent_for(event: dict) -> str:
     return f"claude-{session or 'anonymous'}"
 
 
+def json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages about input."""
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array", dict: "an object"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def tool_input(event: dict) -> dict:
+    """The event's ``tool_input`` (``{}`` when absent); ``HookInputError`` when it is not an object."""
+    found = event.get("tool_input")
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise HookInputError(f"hook input: tool_input is {json_kind(found)}, not an object")
+    return found
+
+
 def target_path(event: dict) -> str | None:
-    tool_input = event.get("tool_input") or {}
-    return tool_input.get("file_path") or tool_input.get("notebook_path")
+    """The file a writing tool names; ``HookInputError`` when it names one that is not a string."""
+    given = tool_input(event)
+    for key in ("file_path", "notebook_path"):
+        path = given.get(key)
+        if path is None or path == "":
+            continue
+        if not isinstance(path, str):
+            raise HookInputError(f"hook input: tool_input.{key} is {json_kind(path)}, not a path")
+        return path
+    return None
 
 
 def deny(reason: str) -> HookOutcome:
@@ -63,8 +87,10 @@ def pre_tool_use(event: dict, decide) -> HookOutcome:
     """``decide(agent, path) -> (verdict, reason[, context])`` asks the coordinator;
     ``context``: the agent's messages and tasks not shown yet (agents/inbox.py), which
     go to the model with the answer."""
+    if event.get("tool_name") not in WRITING_TOOLS:
+        return HookOutcome(0)
     path = target_path(event)
-    if event.get("tool_name") not in WRITING_TOOLS or not path:
+    if not path:
         return HookOutcome(0)
     verdict, reason, *more = decide(agent_for(event), path)
     context = more[0] if more else ""
@@ -87,12 +113,18 @@ def post_tool_use(event: dict, verify_write) -> HookOutcome:
     if event.get("tool_name") != "Write":
         return HookOutcome(0)
     path = target_path(event)
-    content = (event.get("tool_input") or {}).get("content")
+    content = tool_input(event).get("content")
     if not path or content is None:
         return HookOutcome(0)
+    if not isinstance(content, str):
+        raise HookInputError(f"hook input: tool_input.content is {json_kind(content)}, not text")
     import hashlib  # only after a Write: the PreToolUse path does not pay for it
 
-    expected = hashlib.sha256(content.encode()).hexdigest()
+    try:
+        data = content.encode()
+    except UnicodeEncodeError:  # "\ud800": no UTF-8 file holds it; what the client wrote instead is its guess
+        raise HookInputError("hook input: tool_input.content is not valid Unicode (a lone surrogate): the write cannot be checked") from None
+    expected = hashlib.sha256(data).hexdigest()
     passed, reason = verify_write(agent_for(event), path, expected)
     if passed:
         return HookOutcome(0)

@@ -98,3 +98,39 @@ def test_an_input_that_is_not_utf8_says_so(repo, client):
     for flags in ((), ("--fail-closed",)):
         shown = _shown(_hook(client, data, repo.root, *flags))
         assert "not UTF-8" in shown and _denied(shown) == bool(flags), shown
+
+
+def test_claude_code_events_of_the_wrong_shape_get_a_clear_failure_answer(repo, coordinator):
+    """A tool_input, file_path or content of the wrong JSON type was "unexpected
+    AttributeError: 'list' object has no attribute 'get'"; a Write's file_path given as
+    an array exited 2 claiming the write was lost (the probe refused the array).  Now
+    each names the field, in the failure's direction: allowed with the warning (a
+    PostToolUse never refuses: the call ran), denied under --fail-closed."""
+    coordinator()
+    root = str(repo.root)
+    pre = [
+        ("Edit", [1], "tool_input is an array, not an object"),
+        ("Write", "x", "tool_input is a string, not an object"),
+        ("Edit", {"file_path": 5}, "tool_input.file_path is a number, not a path"),
+        ("Write", {"file_path": ["a.txt"], "content": "x"}, "tool_input.file_path is an array, not a path"),
+        ("NotebookEdit", {"notebook_path": True}, "tool_input.notebook_path is a boolean, not a path"),
+    ]
+    for tool, given, named in pre:
+        event = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": root, "tool_name": tool, "tool_input": given}
+        for flags in ((), ("--fail-closed",)):
+            shown = _shown(_hook("claude", json.dumps(event).encode(), repo.root, *flags))
+            assert named in shown and "unexpected" not in shown and _denied(shown) == bool(flags), (tool, given, shown)
+    post = [
+        ({"file_path": ["src/app.py"], "content": "x"}, "tool_input.file_path is an array, not a path"),
+        ({"file_path": "src/app.py", "content": 5}, "tool_input.content is a number, not text"),
+        ({"file_path": "src/app.py", "content": "\ud800"}, "not valid Unicode"),
+    ]
+    for given, named in post:
+        event = {"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": root, "tool_name": "Write", "tool_input": given}
+        for flags in ((), ("--fail-closed",)):
+            shown = _shown(_hook("claude", json.dumps(event).encode(), repo.root, *flags))
+            assert named in shown and "not coordinated" in shown and not _denied(shown), (given, shown)
+    # a tool the hook does not look at is still nobody's business, whatever its input
+    other = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": root, "tool_name": "Read", "tool_input": [1]}
+    assert _shown(_hook("claude", json.dumps(other).encode(), repo.root, "--fail-closed")) == ""
+    assert holders(repo) == {}
