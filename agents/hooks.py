@@ -55,6 +55,16 @@ def json_kind(value: object) -> str:
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
+def cwd_problem(event: dict) -> str | None:
+    """What is wrong with the event's ``cwd`` (a folder name, or absent), or None."""
+    cwd = event.get("cwd")
+    if cwd is None or isinstance(cwd, str) and "\0" not in cwd:
+        return None
+    if isinstance(cwd, str):
+        return "hook input: cwd contains a NUL byte, which no folder name has"
+    return f"hook input: cwd is {json_kind(cwd)}, not a folder"
+
+
 def tool_input(event: dict) -> dict:
     """The event's ``tool_input`` (``{}`` when absent); ``HookInputError`` when it is not an object."""
     found = event.get("tool_input")
@@ -223,4 +233,7 @@ def parse_event(text: str) -> dict:
         raise HookInputError(f"hook input is not JSON: {exc}") from None
     if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):
         raise HookInputError("hook input has no hook_event_name: is this run as a Claude Code hook?")
+    problem = cwd_problem(event)
+    if problem is not None:
+        raise HookInputError(problem)
     return event

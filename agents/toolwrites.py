@@ -282,6 +282,11 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     if problem is not None:
         return failure(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")
+    from agents.hooks import cwd_problem
+
+    problem = cwd_problem(event)
+    if problem is not None:  # a cwd that is no folder name: an answer as for any failure, not str(5) as a folder
+        return failure(client, problem, kind, fail_closed, looping=event.get("stop_hook_active") is True)
     from agents import afterwrites, turns
 
     try:

@@ -134,3 +134,16 @@ def test_claude_code_events_of_the_wrong_shape_get_a_clear_failure_answer(repo, 
     other = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": root, "tool_name": "Read", "tool_input": [1]}
     assert _shown(_hook("claude", json.dumps(other).encode(), repo.root, "--fail-closed")) == ""
     assert holders(repo) == {}
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_a_cwd_that_is_no_folder_name_is_a_failure_answer_not_a_guess(repo, coordinator, client):
+    """A cwd of 5 was a TypeError for Claude Code and, for Codex and Gemini CLI, the
+    folder "5" (outside any repository: allowed in silence, even under --fail-closed)."""
+    coordinator()
+    for cwd, named in ((5, "cwd is a number, not a folder"), (["a"], "cwd is an array, not a folder"), (f"{repo.root}\0x", "cwd contains a NUL byte")):
+        event = {**_write_event(client, repo.root), "cwd": cwd}
+        for flags in ((), ("--fail-closed",)):
+            shown = _shown(_hook(client, json.dumps(event).encode(), repo.root, *flags))
+            assert named in shown and _denied(shown) == bool(flags), (cwd, flags, shown)
+    assert holders(repo) == {}
