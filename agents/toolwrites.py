@@ -262,7 +262,7 @@ def agent_for(client: str, event: dict) -> str:
     name = os.environ.get("LOCKSTEP_AGENT")
     if name:
         return name
-    session = "".join(c for c in str(event.get("session_id", "")) if c.isalnum())[:12]
+    session = "".join(c for c in str(event.get("session_id", "")) if c.isascii() and c.isalnum())[:12]  # "é" is no part of an agent name
     return f"{client}-{session or 'anonymous'}"
 
 

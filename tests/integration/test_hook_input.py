@@ -147,3 +147,17 @@ def test_a_cwd_that_is_no_folder_name_is_a_failure_answer_not_a_guess(repo, coor
             shown = _shown(_hook(client, json.dumps(event).encode(), repo.root, *flags))
             assert named in shown and _denied(shown) == bool(flags), (cwd, flags, shown)
     assert holders(repo) == {}
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_a_session_id_with_letters_outside_ascii_still_names_a_valid_agent(repo, coordinator, client):
+    """Without LOCKSTEP_AGENT the agent is the client's name and the session id's first
+    letters and digits: "é" counted as one (str.isalnum), made an agent name the
+    coordinator refuses, and every write of that session went uncoordinated."""
+    coordinator()
+    event = {**_write_event(client, repo.root, "docs/new.md"), "session_id": "séance-ü-42"}
+    env = {k: v for k, v in env_for().items() if k != "LOCKSTEP_AGENT"}
+    shown = _shown(subprocess.run([*LOCKSTEP, "hook", client], input=json.dumps(event).encode(), cwd=repo.root, env=env,
+                                  capture_output=True, timeout=60))
+    assert "invalid agent name" not in shown and "not coordinated" not in shown, shown
+    assert holders(repo) == {"docs/new.md": f"{client}-sance42"}
