@@ -89,7 +89,10 @@ def _call_key(event: dict) -> str:
 
 
 def _folder(state_dir: Path, agent: str) -> Path:
-    return state_dir / "calls" / "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in agent)
+    """The agent's own folder under ``calls``: never ``.`` or ``..`` (an agent name the
+    coordinator refuses can still reach here), whose sweep would take other files."""
+    name = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in agent)
+    return state_dir / "calls" / (name if name[:1].isalnum() else f"_{name}")
 
 
 def remember(state_dir: Path, worktree: Path, agent: str, event: dict) -> None:

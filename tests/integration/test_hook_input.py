@@ -7,6 +7,7 @@ traceback, never a hang; the coordinator goes on deciding."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 
@@ -161,3 +162,20 @@ def test_a_session_id_with_letters_outside_ascii_still_names_a_valid_agent(repo,
                                   capture_output=True, timeout=60))
     assert "invalid agent name" not in shown and "not coordinated" not in shown, shown
     assert holders(repo) == {"docs/new.md": f"{client}-sance42"}
+
+
+@pytest.mark.parametrize("agent", ["..", "."])
+def test_an_agent_named_dot_dot_keeps_its_before_state_inside_the_calls_folder(repo, coordinator, agent):
+    """The "before" of a shell call is kept under .git/lockstep/calls/AGENT/, whose
+    stale files (a day old) are swept: LOCKSTEP_AGENT=.. made that folder .git/lockstep
+    itself, and a call writing nothing (``ls``) swept a day-old coordinator.json: no
+    client found the running coordinator any more."""
+    coordinator()
+    record = repo.state_dir / "coordinator.json"
+    two_days_ago = record.stat().st_mtime - 2 * 86400
+    os.utime(record, (two_days_ago, two_days_ago))
+    event = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": str(repo.root), "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    _shown(_hook("claude", json.dumps(event).encode(), repo.root, env={"LOCKSTEP_AGENT": agent}))
+    assert record.exists()
+    assert sorted(p.name for p in repo.state_dir.glob("*.json")) == ["coordinator.json"]
+    assert holders(repo) == {}  # the coordinator is still found, and answers
