@@ -143,3 +143,22 @@ def test_a_claim_with_braces_is_refused_as_on_the_command_line(repo, coordinator
         assert server.end()[0] == 0
     finally:
         end_process(server.proc)
+
+
+def test_paths_past_the_wire_cap_are_refused_before_each_is_resolved(repo, coordinator):
+    """A line of 110 000 paths (under 1 MiB) was resolved path by path (~24 s on 2 cores, the
+    server answering nothing meanwhile) before the coordinator refused the message as
+    too large.  Now the call is refused at once, naming the size; repeats count once."""
+    coordinator(*FAST)
+    server = McpProcess(repo.root, "--agent", "mcpbot")
+    try:
+        server.send(_call(1, "claim", {"paths": [f"d{i}/f.py" for i in range(40_000)]}) + _call(2, "claim", {"paths": ["src/app.py"] * 40_000}))
+        refused, repeated = server.reply()["result"], server.reply()["result"]
+        error = refused["structuredContent"]["error"]
+        assert refused["isError"] and error["code"] == "too_large" and error["exit_code"] == 2
+        assert "the paths are " in error["message"] and "bytes; at most 262144 in one call" in error["message"]
+        assert not repeated["isError"] and repeated["structuredContent"]["patterns"] == ["src/app.py"]
+        assert holders(repo) == {"src/app.py": "mcpbot"}
+        assert server.end()[0] == 0
+    finally:
+        end_process(server.proc)
