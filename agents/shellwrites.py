@@ -37,6 +37,9 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
   (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), or text ``shlex``
   cannot split (an unclosed quote).
+* A target with a brace expression (``src/{a,b}.py``, ``f{1..3}``) is the names bash
+  expands it to (``agents.braces``), up to ``_MAX_BRACE_NAMES`` for the whole command;
+  past that it is ``unknown``.
 * A target that contains ``* ? [`` is reported in ``globs``: the shell would expand it, so
   the caller expands it against the file system (an unmatched glob stays a literal name,
   as in bash).  A trailing ``/dev/...`` target is never a repository file and is dropped.
@@ -85,6 +88,7 @@ _GIT_MANY = frozenset(
     {"reset", "stash", "apply", "am", "merge", "pull", "rebase", "switch", "cherry-pick", "revert", "clean", "worktree", "clone", "init", "submodule"}
 )
 _GLOB_CHARS = frozenset("*?[")
+_MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
 # '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
 _HEREDOC = re.compile(r"<<(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
@@ -105,6 +109,7 @@ class ShellWrites:
     # Folders a formatter or fixer rewrites files of (``ruff format src``), with the
     # suffixes it formats (``agents.formatters``): the caller lists the candidates.
     formatted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    braced: int = 0  # names brace expressions gave so far (all of a command's words share one bound)
 
     def note(self, reason: str) -> None:
         if reason not in self.unknown:
@@ -288,6 +293,20 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
     if not path:
         result.note("an empty target")
         return
+    if "{" in path:  # bash expands braces first: src/{a,b}.py writes src/a.py and src/b.py
+        from agents.braces import TooMany, expand
+
+        try:
+            names = expand(path, _MAX_BRACE_NAMES - result.braced)
+        except TooMany as exc:
+            result.braced = _MAX_BRACE_NAMES  # the bound is spent: the next words are not expanded either
+            result.note(f"the target {path!r} names too many files to ask for ({exc})")
+            return
+        if names != [path]:
+            result.braced += len(names)
+            for name in names:
+                _add(name, base, result)
+            return
     if "$" in path or "`" in path:
         result.note(f"the target {path!r} is built from a variable or a command at run time")
         return

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from .conftest import LOCKSTEP, end_process, env_for, holders
+from .conftest import LOCKSTEP, cli, end_process, env_for, holders
 
 PRE = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 MiB = 1024 * 1024
@@ -179,3 +179,20 @@ def test_an_agent_named_dot_dot_keeps_its_before_state_inside_the_calls_folder(r
     assert record.exists()
     assert sorted(p.name for p in repo.state_dir.glob("*.json")) == ["coordinator.json"]
     assert holders(repo) == {}  # the coordinator is still found, and answers
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_a_shell_call_writing_through_braces_asks_for_the_files_bash_names(repo, coordinator, client):
+    """``touch src/{app,new}.py`` was asked for as one file named ``src/{app,new}.py``:
+    the call went ahead over src/app.py, which alice held (only the after-call
+    comparison told the model).  Now the files bash expands it to are asked for."""
+    coordinator()
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[client]
+    event = {"hook_event_name": PRE[client], "session_id": "s1", "cwd": str(repo.other), "tool_name": tool,
+             "tool_input": {"command": "touch src/{app,new}.py"}}
+    shown = _shown(_hook(client, json.dumps(event).encode(), repo.other))
+    assert _denied(shown) and "alice" in shown and "src/app.py" in shown, shown
+    event["tool_input"]["command"] = "touch docs/{a,b}.md"
+    assert not _denied(_shown(_hook(client, json.dumps(event).encode(), repo.other)))
+    assert holders(repo) == {"src/app.py": "alice", "docs/a.md": "bob", "docs/b.md": "bob"}
