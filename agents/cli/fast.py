@@ -85,19 +85,20 @@ def _event_name(text: str) -> str | None:
 def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
     from agents import hooks
 
-    if '"Bash"' in text or '"mcp__' in text or '"PreToolUse"' not in text and '"PostToolUse"' not in text:
-        # a shell call (the files the command will write), an MCP tool that writes files,
-        # or a turn's start or end
-        kind = _event_name(text)
-        if kind in ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "UserPromptSubmit"):
-            from agents import toolwrites
-            from protocol import jsontext
-
-            tool = jsontext.loads(text).get("tool_name")
-            if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or tool == "Bash" or toolwrites.mcp_file_arguments(tool, "claude") is not None:
-                answer = toolwrites.answer("claude", text, endpoint, fail_closed)
-                return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     event = hooks.parse_event(text)
+    kind, tool = event.get("hook_event_name"), event.get("tool_name")
+    # A shell call (the files the command will write), an MCP tool that writes files, or
+    # a turn's start or end: decided on the parsed event (a sniff of the text missed
+    # "B\u0061sh", which is "Bash" too).
+    if kind in ("Stop", "SubagentStop", "UserPromptSubmit") or kind in ("PreToolUse", "PostToolUse") and (
+        tool == "Bash" or isinstance(tool, str) and tool.startswith("mcp__")
+    ):
+        from agents import toolwrites
+
+        if tool != "Bash" and kind in ("PreToolUse", "PostToolUse") and toolwrites.mcp_file_arguments(tool, "claude") is None:
+            return hooks.HookOutcome(0)  # an MCP tool that writes no file
+        answer = toolwrites.answer("claude", text, endpoint, fail_closed)
+        return hooks.HookOutcome(answer.exit_code, answer.stdout, answer.stderr)
     cwd = event.get("cwd") or os.getcwd()
     if event.get("hook_event_name") == "PostToolUse":
         from protocol.discovery import locate

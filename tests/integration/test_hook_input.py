@@ -196,3 +196,15 @@ def test_a_shell_call_writing_through_braces_asks_for_the_files_bash_names(repo,
     event["tool_input"]["command"] = "touch docs/{a,b}.md"
     assert not _denied(_shown(_hook(client, json.dumps(event).encode(), repo.other)))
     assert holders(repo) == {"src/app.py": "alice", "docs/a.md": "bob", "docs/b.md": "bob"}
+
+
+def test_claude_code_events_are_routed_on_their_parsed_fields_not_on_their_spelling(repo, coordinator):
+    """``hook claude`` chose the shell reading by looking for the text ``"Bash"``: a
+    tool name written ``"B\\u0061sh"`` (the same JSON string) went to the file-tool
+    path, which has no Bash, and the write over a held file was allowed in silence."""
+    coordinator()
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    escaped = ('{"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": "%s", "tool_name": "B\\u0061sh",'
+               ' "tool_input": {"command": "echo x > src/app.py"}}' % repo.other)
+    shown = _shown(_hook("claude", escaped.encode(), repo.other))
+    assert _denied(shown) and "alice" in shown, shown
