@@ -173,6 +173,20 @@ def failed(exc: BaseException | str, kind: object, fail_closed: bool) -> HookOut
     return HookOutcome(0, stdout=answer.stdout)
 
 
+def in_repository(path: str | None, place, cwd: str) -> bool:
+    """Whether ``path`` (as the editor gave it, relative to ``cwd``) is a file of the
+    repository ``place`` is in (any of its worktrees); None and bad names are not."""
+    from agents.paths import located
+
+    if not path:
+        return False
+    try:
+        located(path, place, cwd, literal=True)
+    except LockstepError:  # outside the repository, or a name the system refuses
+        return False
+    return True
+
+
 def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -> tuple[str, str, str]:
     """Ask the coordinator whether ``agent`` may write ``path`` (as the editor gave it,
     relative to ``cwd``): ``(verdict, reason, context)``, ``context`` being the agent's

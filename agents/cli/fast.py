@@ -103,8 +103,11 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
     if event.get("hook_event_name") == "PostToolUse":
         from protocol.discovery import locate
 
-        if not locate(cwd).in_git:  # a write outside any repository: nothing to verify through a coordinator
+        place = locate(cwd)
+        if not place.in_git:  # a write outside any repository: nothing to verify through a coordinator
             return hooks.HookOutcome(0)
+        if event.get("tool_name") == "Write" and not hooks.in_repository(hooks.target_path(event), place, cwd):
+            return hooks.HookOutcome(0)  # nobody's business, as before the write: the coordinator reads no file outside
 
     def decide(agent: str, path: str) -> tuple[str, str, str]:
         return hooks.write_intent(agent, path, cwd, endpoint)

@@ -208,3 +208,23 @@ def test_claude_code_events_are_routed_on_their_parsed_fields_not_on_their_spell
                ' "tool_input": {"command": "echo x > src/app.py"}}' % repo.other)
     shown = _shown(_hook("claude", escaped.encode(), repo.other))
     assert _denied(shown) and "alice" in shown, shown
+
+
+def test_a_write_outside_the_repository_is_not_read_back_by_the_coordinator(repo, coordinator, tmp_path):
+    """Claude Code's PostToolUse on Write had the coordinator read the file back
+    wherever it was (/etc/hostname, or through a symlink out of the worktree) and say
+    its hash did not match: an oracle on any file the coordinator can read.  Outside
+    the repository is nobody's business after the write as before it: silence."""
+    coordinator()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the coordinator's own file\n")
+    (repo.root / "out").symlink_to(tmp_path)
+    for path in (str(secret), "out/secret.txt"):
+        event = {"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": str(repo.root), "tool_name": "Write",
+                 "tool_input": {"file_path": path, "content": "a guess"}}
+        done = _hook("claude", json.dumps(event).encode(), repo.root)
+        assert done.returncode == 0 and done.stdout == b"" and done.stderr == b"", (path, done)
+    # a file of the repository is still read back
+    event["tool_input"] = {"file_path": "src/app.py", "content": "a guess"}
+    lost = _hook("claude", json.dumps(event).encode(), repo.root)
+    assert lost.returncode == 2 and b"write lost" in lost.stderr
