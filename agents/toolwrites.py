@@ -40,6 +40,7 @@ from __future__ import annotations
 import glob as globbing
 import json
 import os
+from itertools import islice
 from typing import Callable, NamedTuple
 
 from protocol import jsontext
@@ -144,10 +145,19 @@ def _shell_targets(command: object, here: str) -> Targets:
     # reported by the after-call comparison.
     restored = set(found.restores)
     paths = [os.path.join(here, path) for path in found.targets if path not in restored]
+    unknown = list(found.unknown)
+    left = MAX_GLOB_MATCHES  # for all the call's globs together: `rm /*/*/*/*` once listed half the disk first
     for pattern in found.globs:
-        matches = sorted(globbing.glob(os.path.join(here, pattern)))[:MAX_GLOB_MATCHES]
-        paths += matches or [os.path.join(here, pattern)]
-    files, unknown = _folders_as_files(paths, found.unknown)
+        full = os.path.join(here, pattern)
+        matches = sorted(islice(globbing.iglob(full), left + 1))  # lazily: no more is listed than is kept
+        if len(matches) > left:
+            unknown.append(f"{full}: more than {MAX_GLOB_MATCHES} files match the globs of this call: checked after the call")
+            paths += matches[:left]
+            left = 0
+            continue
+        left -= len(matches)
+        paths += matches or [full]  # a glob matching nothing is the name as written, as in bash
+    files, unknown = _folders_as_files(paths, unknown)
     maybe = _formatted_files(found.formatted, here, unknown)
     return Targets(files, unknown, maybe)
 

@@ -161,3 +161,19 @@ def test_a_name_with_a_control_character_is_not_asked_for_so_the_calls_other_fil
     resolve = toolwrites._resolver({"cwd": str(tmp_path)})
     assert resolve(str(tmp_path / "ok.txt")) == "ok.txt"
     assert resolve(str(tmp_path / "esc\x1b[2J.txt")) is None
+
+
+def test_the_globs_of_a_call_are_listed_only_as_far_as_they_are_kept(tmp_path, monkeypatch) -> None:
+    """Each glob was listed whole, then cut to 1000 names: ``rm -rf /*/*/*/*`` walked
+    much of the disk before the hook answered, and ten globs gave ten thousand names.
+    Now the call's globs share one bound, are listed no further (``iglob``, cut at the
+    bound), and what is past it is said (``unknown``: the after-call comparison checks it)."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        for i in range(3):
+            (tmp_path / folder / f"f{i}.py").write_text("x")
+    monkeypatch.setattr(toolwrites, "MAX_GLOB_MATCHES", 4)
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "rm a/*.py b/*.py c/*.py"}, "cwd": str(tmp_path)})
+    kept = [str(tmp_path / "a" / f"f{i}.py") for i in range(3)] + [str(tmp_path / "b" / "f0.py")]
+    assert found.paths == kept + [str(tmp_path / "c" / "*.py")]  # matching nothing: the name as written, as in bash
+    assert found.unknown == [f"{tmp_path / 'b' / '*.py'}: more than 4 files match the globs of this call: checked after the call"]
