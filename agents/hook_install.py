@@ -127,7 +127,10 @@ def is_ours(hook: Any, client: str) -> bool:
 def plan(client: str, path: Path, command: str | None = None, uninstall: bool = False) -> Change:
     """The change installing (or removing) ``client``'s hooks in the file at ``path``."""
     spec = _spec(client)
-    before = path.read_text(encoding="utf-8") if path.exists() else None
+    try:
+        before = path.read_text(encoding="utf-8") if path.exists() else None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 ({exc.reason} at byte {exc.start}); fix it by hand, then install again") from None
     settings = _load(before, path)
     hooks = settings.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
@@ -150,14 +153,20 @@ def plan(client: str, path: Path, command: str | None = None, uninstall: bool = 
                 entry = {"name": "lockstep", **entry}
             group: dict[str, Any] = {"matcher": matcher} if matcher else {}
             group["hooks"] = [entry]
-            hooks.setdefault(event, []).append(group)
+            groups = hooks.setdefault(event, [])
+            if not isinstance(groups, list):  # ours to add to: refused, not a traceback
+                raise UsageError(f"{path}: 'hooks.{event}' is {type(groups).__name__}, not an array; fix it by hand first")
+            groups.append(group)
     if hooks:
         settings["hooks"] = hooks
     else:
         settings.pop("hooks", None)
     if before is None and not settings:
         return Change(path, None, None)
-    after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    try:
+        after = json.dumps(settings, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:  # 1e400 read as inf would be written back as Infinity, which the client cannot read
+        raise UsageError(f"{path} holds a number JSON cannot write back (NaN, Infinity or one past 1e308); fix it by hand first") from None
     if before is not None and _load(before, path) == settings:
         after = before  # same content: leave the file's own formatting alone
     return Change(path, before, after)

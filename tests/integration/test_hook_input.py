@@ -228,3 +228,13 @@ def test_a_write_outside_the_repository_is_not_read_back_by_the_coordinator(repo
     event["tool_input"] = {"file_path": "src/app.py", "content": "a guess"}
     lost = _hook("claude", json.dumps(event).encode(), repo.root)
     assert lost.returncode == 2 and b"write lost" in lost.stderr
+
+
+def test_hook_install_over_a_settings_file_it_cannot_merge_exits_2_and_leaves_it(repo):
+    settings = repo.root / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    for data in (b'{"hooks": {"PreToolUse": {}}}', b"\xff\xfe{}", b'{"a": 1e400}'):
+        settings.write_bytes(data)
+        installed = cli("hook", "install", "claude", cwd=repo.root)
+        assert installed.rc == 2 and len(installed.err.splitlines()) == 1 and "fix it by hand" in installed.err, installed
+        assert settings.read_bytes() == data

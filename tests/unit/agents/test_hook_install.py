@@ -108,13 +108,24 @@ def test_dry_run_diff_and_no_write(tmp_path: Path) -> None:
     assert gemini_hook["hooks"][0]["name"] == "lockstep" and gemini_hook["hooks"][0]["timeout"] == 30_000
 
 
-@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"hooks": []}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json", "[1, 2]", '{"hooks": []}',
+        # each was a traceback (exit 1), or a file the client could no longer read
+        '{"hooks": {"PreToolUse": {}}}',  # 'dict' object has no attribute 'append'
+        "\udcff\udcfe{}",  # bytes that are not UTF-8: UnicodeDecodeError
+        '{"a": 1e400}', '{"a": NaN}',  # written back as Infinity / NaN, which is not JSON
+    ],
+)
 def test_a_file_it_cannot_read_is_refused_not_overwritten(tmp_path: Path, text: str) -> None:
     path = tmp_path / "settings.json"
-    path.write_text(text)
-    with pytest.raises(UsageError):
+    data = text.encode("utf-8", "surrogateescape")
+    path.write_bytes(data)
+    with pytest.raises(UsageError) as refused:
         plan("claude", path)
-    assert path.read_text() == text
+    assert "fix it by hand" in str(refused.value) and "\n" not in str(refused.value)
+    assert path.read_bytes() == data
 
 
 def test_unknown_client_and_paths(tmp_path: Path) -> None:
