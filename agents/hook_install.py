@@ -176,12 +176,15 @@ def apply(change: Change) -> None:
     """Write the change atomically (a temporary file renamed over the old one)."""
     if not change.changed or change.after is None:
         return
-    change.path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = change.path.with_name(f".{change.path.name}.lockstep-{os.getpid()}")
+    # A settings file that is a symlink (into a dotfiles repository) is changed where it
+    # points: renaming over the link replaced it with a copy, and the dotfiles kept the old.
+    target = Path(os.path.realpath(change.path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.lockstep-{os.getpid()}")
     temporary.write_text(change.after, encoding="utf-8")
-    if change.path.exists():
-        os.chmod(temporary, change.path.stat().st_mode & 0o7777)
-    os.replace(temporary, change.path)
+    if target.exists():
+        os.chmod(temporary, target.stat().st_mode & 0o7777)
+    os.replace(temporary, target)
 
 
 def _spec(client: str) -> dict[str, Any]:

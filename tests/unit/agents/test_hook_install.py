@@ -139,3 +139,17 @@ def test_uninstall_from_a_missing_file_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / ".claude" / "settings.json"
     change = _install("claude", path, uninstall=True)
     assert not change.changed and not path.exists()
+
+
+def test_a_settings_file_that_is_a_symlink_is_changed_where_it_points(tmp_path: Path) -> None:
+    # the link was replaced by a copy: the dotfiles repository it pointed into kept the old settings
+    dotfiles = tmp_path / "dotfiles" / "settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"theme": "dark"}\n')
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    _install("claude", link)
+    assert link.is_symlink() and link.resolve() == dotfiles
+    assert json.loads(dotfiles.read_text())["theme"] == "dark" and _ours(json.loads(dotfiles.read_text()), "claude")
+    assert sorted(p.name for p in dotfiles.parent.iterdir()) == ["settings.json"]  # no temporary left
