@@ -293,6 +293,9 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
     if not path:
         result.note("an empty target")
         return
+    if "\0" in path:  # no file name has one (and globbing a folder named with it raised ValueError)
+        result.note(f"the target {path!r} contains a NUL byte, which no file name has")
+        return
     if "{" in path:  # bash expands braces first: src/{a,b}.py writes src/a.py and src/b.py
         from agents.braces import TooMany, expand
 

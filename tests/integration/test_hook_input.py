@@ -238,3 +238,17 @@ def test_hook_install_over_a_settings_file_it_cannot_merge_exits_2_and_leaves_it
         installed = cli("hook", "install", "claude", cwd=repo.root)
         assert installed.rc == 2 and len(installed.err.splitlines()) == 1 and "fix it by hand" in installed.err, installed
         assert settings.read_bytes() == data
+
+
+@pytest.mark.parametrize("client", ["claude", "codex", "gemini"])
+def test_a_shell_target_with_a_nul_byte_leaves_the_calls_other_files_asked_for(repo, coordinator, client):
+    """``rm 'x<NUL>y'/*`` made the glob raise ValueError: the whole call was "unexpected
+    ValueError: embedded null byte; this write is not coordinated" (denied under
+    --fail-closed).  That target names no file; the call's other files are asked for."""
+    coordinator()
+    tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[client]
+    event = {"hook_event_name": PRE[client], "session_id": "s1", "cwd": str(repo.root), "tool_name": tool,
+             "tool_input": {"command": "rm 'x\0y'/* && touch docs/ok.md"}}
+    shown = _shown(_hook(client, json.dumps(event).encode(), repo.root, "--fail-closed"))
+    assert not _denied(shown) and "unexpected" not in shown, shown
+    assert holders(repo) == {"docs/ok.md": "bob"}

@@ -177,3 +177,10 @@ def test_the_globs_of_a_call_are_listed_only_as_far_as_they_are_kept(tmp_path, m
     kept = [str(tmp_path / "a" / f"f{i}.py") for i in range(3)] + [str(tmp_path / "b" / "f0.py")]
     assert found.paths == kept + [str(tmp_path / "c" / "*.py")]  # matching nothing: the name as written, as in bash
     assert found.unknown == [f"{tmp_path / 'b' / '*.py'}: more than 4 files match the globs of this call: checked after the call"]
+
+
+def test_a_target_with_a_nul_byte_is_unknown_not_an_error(tmp_path) -> None:
+    # `rm 'x\0y'/*` globbed a folder named with a NUL byte: "unexpected ValueError: embedded null byte"
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "rm 'x\0y'/* && touch ok"}, "cwd": str(tmp_path)})
+    assert found.paths == [str(tmp_path / "ok")]
+    assert found.unknown == ["the target 'x\\x00y/*' contains a NUL byte, which no file name has"]
