@@ -227,3 +227,10 @@ def test_a_tool_that_fails_unexpectedly_is_that_requests_internal_error_and_the_
     assert "OSError: the disk went away" in replies[0]["error"]["message"]
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert capsys.readouterr().err.count("\n") == 1  # one line, no traceback
+
+
+def test_a_number_of_thousands_of_digits_is_a_parse_error_saying_so():
+    # the message told the client to call sys.set_int_max_str_digits()
+    replies = _served(b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+    assert replies[0]["error"] == {"code": -32700, "message": "parse error: a number of more than 4300 digits"}
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
