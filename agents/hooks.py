@@ -219,11 +219,12 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
 
 
 class HookInputError(LockstepError):
-    """The hook's stdin is not a Claude Code hook event."""
+    """The hook's stdin is not an event it can read (any client's hook: too large, not
+    UTF-8; Claude Code's: not JSON, no event name, a field of the wrong type)."""
 
 
 # The most of stdin a hook reads: an event carries a Write's whole content, and reading
-# without a bound let one huge payload take the memory of three copies of it.
+# without a bound let a 256 MiB payload take 530 MiB at its peak (now: 50 MiB).
 MAX_INPUT_BYTES = 32 * 1024 * 1024
 
 
