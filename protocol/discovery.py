@@ -52,7 +52,10 @@ class Place(NamedTuple):
 
 
 def locate(cwd: str | os.PathLike | None = None) -> Place:
-    start = Path(cwd or os.getcwd()).resolve()
+    try:
+        start = Path(cwd or os.getcwd()).resolve()
+    except FileNotFoundError:  # the process's folder was removed under it
+        raise UsageError("the current folder no longer exists: cd into the repository again") from None
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel", "--git-common-dir"],

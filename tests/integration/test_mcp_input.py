@@ -9,7 +9,7 @@ import queue
 import subprocess
 import threading
 
-from .conftest import LOCKSTEP, end_process, env_for, holders
+from .conftest import LOCKSTEP, PROJECT, end_process, env_for, holders
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5")
 PING = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"})
@@ -100,11 +100,11 @@ def test_an_invalid_agent_name_exits_2_with_one_line_before_serving(repo):
         assert len(done.stderr.splitlines()) == 1 and "invalid agent name" in done.stderr, done.stderr
 
 
-def test_a_tool_call_failing_in_an_unexpected_way_is_its_error_and_the_server_goes_on(repo, coordinator):
+def test_a_tool_call_whose_folder_was_removed_is_a_tool_error_and_the_server_goes_on(repo, coordinator):
     """The folder the server runs in is removed under it: ``verify`` met a
     FileNotFoundError, printed a traceback and ended the server (every later call went
-    to a closed pipe).  Now that call is its request's -32603, one line on stderr, and
-    the server answers the next calls."""
+    to a closed pipe).  Now that call is a tool error saying so, and the server answers
+    the next calls (a failure no tool expects is the request's -32603: tests/unit)."""
     coordinator(*FAST)
     folder = repo.root / "scratch"
     folder.mkdir()
@@ -115,12 +115,21 @@ def test_a_tool_call_failing_in_an_unexpected_way_is_its_error_and_the_server_go
         folder.rmdir()
         server.send(_call(1, "verify", {}) + PING.encode() + b"\n")
         failed, pong = server.reply(), server.reply()
-        assert failed["id"] == 1 and failed["error"]["code"] == -32603 and "FileNotFoundError" in failed["error"]["message"]
+        error = failed["result"]["structuredContent"]["error"]
+        assert failed["id"] == 1 and failed["result"]["isError"] and error["exit_code"] == 2
+        assert error["message"] == "the current folder no longer exists: cd into the repository again"
         assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}
         rc, err = server.end()
-        assert rc == 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
+        assert rc == 0 and err == "", err
     finally:
         end_process(server.proc)
+    # started in a folder already removed: a traceback before, now exit 2 and one line
+    script = 'mkdir gone && cd gone && rmdir ../gone && exec "$@"'
+    env = {**env_for(), "PYTHONPATH": str(PROJECT)}  # no empty entry: Python itself cannot start on a removed "."
+    started = subprocess.run(["sh", "-c", script, "sh", *LOCKSTEP, "mcp", "--agent", "mcpbot"], input=PING + "\n", cwd=repo.root,
+                             env=env, capture_output=True, text=True, timeout=30)
+    assert started.returncode == 2 and started.stdout == "", started
+    assert started.stderr == "lockstep: the current folder no longer exists: cd into the repository again\n"
 
 
 def test_a_claim_with_braces_is_refused_as_on_the_command_line(repo, coordinator):
