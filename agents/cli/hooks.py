@@ -415,8 +415,13 @@ def mcp_server(agent, endpoint, as_json):
                 return {"agent": reply.agent, "messages": plain(reply.messages), "tasks": plain(reply.tasks)}, False
             if tool == "land":
                 from agents.land import land
+                from protocol.errors import UsageError
+                from protocol.paths import CONTROL_CHARACTER
 
-                landing = land(name, branch=args.get("branch") or None, endpoint=endpoint)
+                branch = args.get("branch") or None
+                if branch is not None and CONTROL_CHARACTER.search(branch):  # git refuses them in a ref; NUL broke the git call
+                    raise UsageError(f"no branch {branch!r} in this repository: a branch name has no control characters")
+                landing = land(name, branch=branch, endpoint=endpoint)
                 return plain(landing), landing.verdict != "landed"
         except LockstepError as exc:
             code = getattr(exc, "code", None)

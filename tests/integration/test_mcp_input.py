@@ -171,3 +171,20 @@ def test_paths_past_the_wire_cap_are_refused_before_each_is_resolved(repo, coord
         assert server.end()[0] == 0
     finally:
         end_process(server.proc)
+
+
+def test_a_branch_name_with_a_nul_byte_is_a_tool_error_naming_it(repo, coordinator):
+    """``land`` with a branch holding a NUL byte raised ValueError from the git call (the
+    request's -32603: an internal error); it is the caller's bad input, said as such."""
+    coordinator(*FAST)
+    server = McpProcess(repo.other, "--agent", "mcpbot")
+    try:
+        server.send(_call(1, "land", {"branch": "wt-bob\0x"}) + _call(2, "land", {"branch": "a\nb"}))
+        for _ in range(2):
+            refused = server.reply()["result"]
+            error = refused["structuredContent"]["error"]
+            assert refused["isError"] and error["code"] == "usage" and error["exit_code"] == 2
+            assert "a branch name has no control characters" in error["message"]
+        assert server.end() == (0, "")
+    finally:
+        end_process(server.proc)
