@@ -292,7 +292,7 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
     if problem is not None:
         return failure(client, problem, None, fail_closed)
     kind = event.get("hook_event_name")
-    from agents.hooks import cwd_problem
+    from agents.hookinput import cwd_problem
 
     problem = cwd_problem(event)
     if problem is not None:  # a cwd that is no folder name: an answer as for any failure, not str(5) as a folder

@@ -57,7 +57,9 @@ def hook_claude(fail_closed: bool, endpoint: str | None, as_json: bool) -> None:
 
     text = ""
     try:
-        text = hooks.read_input()
+        from agents.hookinput import read_input
+
+        text = read_input()
         outcome = _claude_outcome(text, fail_closed, endpoint)
     except Exception as exc:  # noqa: BLE001 - exit 1 would be taken as "go ahead", unseen
         outcome = hooks.failed(exc, _event_name(text), fail_closed)

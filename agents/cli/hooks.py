@@ -63,7 +63,7 @@ def hook_claude(fail_closed, endpoint, as_json):
 
 def _tool_hook(client: str, fail_closed: bool, endpoint: str | None) -> None:
     from agents import toolwrites
-    from agents.hooks import HookInputError, read_input
+    from agents.hookinput import HookInputError, read_input
 
     try:
         text = read_input()
