@@ -25,8 +25,10 @@ from .output import (  # noqa: F401  (re-exported for the verb modules under the
     INT64_MAX,
     INT64_MIN,
     Failure,
+    Interrupted,
     ask,
     handle_errors,
+    is_interrupt,
 )
 from .output import as_agent as _as_agent  # noqa: F401
 from .output import conflict_lines as _conflict_lines  # noqa: F401
@@ -173,7 +175,8 @@ class LazyGroup(click.Group):
 
     # Under --json a usage error is one JSON document on stdout too (exit 2), so a
     # script never has to parse click's text: the group sees every parse error, its
-    # own and each verb's (verbs parse inside the group's invoke).
+    # own and each verb's (verbs parse inside the group's invoke). A Ctrl-C leaves as
+    # `Interrupted`, for the entry point to answer (exit 130), not click (exit 1).
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
         if parent is None:
@@ -182,12 +185,20 @@ class LazyGroup(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             raise _in_json(exc, self._argv) from None
+        except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+            if is_interrupt(exc):
+                raise Interrupted() from None  # past click's "Aborted!" (exit 1): see fast.run
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _in_json(exc, getattr(self, "_argv", [])) from None
+        except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+            if is_interrupt(exc):
+                raise Interrupted() from None  # past click's "Aborted!" (exit 1): see fast.run
+            raise
 
 
 EXAMPLES = re.compile(r"\n[ \t]*\x08[ \t]*\n[ \t]*Examples:[ \t]*\n")
@@ -239,5 +250,5 @@ def main() -> None:
     ledger. Start with `lockstep demo`, then `lockstep serve` in your repository.
 
     Exit codes: 0 ok/granted/allowed, 1 refused/blocked, 2 usage or bad input,
-    3 coordinator unreachable.
+    3 coordinator unreachable, 130 interrupted (Ctrl-C).
     """

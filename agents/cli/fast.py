@@ -18,7 +18,18 @@ import os
 import sys
 from typing import Callable
 
-from .output import INT64_MAX, echo, handle_errors, need_agent, out, repo_paths
+from .output import (
+    EXIT_INTERRUPTED,
+    INT64_MAX,
+    echo,
+    handle_errors,
+    interrupted,
+    is_interrupt,
+    need_agent,
+    out,
+    repo_paths,
+    wants_json,
+)
 
 # ---------------------------------------------------------------------- the verbs
 
@@ -236,19 +247,35 @@ def _fast(argv: list[str]) -> Callable[[], None] | None:
 
 
 def run(argv: list[str] | None = None) -> None:
-    """The `lockstep` command (and `python -m agents.cli`)."""
-    command = _fast(sys.argv[1:] if argv is None else argv)
+    """The `lockstep` command (and `python -m agents.cli`).
+
+    A Ctrl-C ends every verb alike, on either path, whenever it lands: exit 130 (the
+    shell's 128 + SIGINT, as ``run`` exits when its command is interrupted) with one
+    line, ``lockstep: interrupted`` (or the JSON error document under --json), and no
+    traceback.  Click's own answer would be "Aborted!" and exit 1, a failure's status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _run(args, argv is not None)
+    except BaseException as exc:
+        if not is_interrupt(exc):
+            raise
+        interrupted(wants_json(args))
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _run(args: list[str], given: bool) -> None:
+    command = _fast(args)
     if command is None:
         from .base import main
 
-        main(args=argv, prog_name="lockstep" if argv is not None else None)
+        main(args=args, prog_name="lockstep" if given else None)
         return
     # What click's standalone mode does around a command, so both paths end alike.
     try:
         try:
             command()
-        except (EOFError, KeyboardInterrupt):
-            echo(err=True)  # closes the terminal's ^C echo
+        except EOFError:
+            echo(err=True)
             echo("Aborted!", err=True)
             sys.exit(1)
         except OSError as exc:

@@ -40,6 +40,35 @@ def emit_error(as_json: bool, code: str, message: str) -> None:
         echo(f"lockstep: {message}", err=True)
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's status for a command ended by Ctrl-C
+
+
+def wants_json(argv: list[str]) -> bool:
+    """Whether a command line asks for JSON (``--json`` among lockstep's own options,
+    not after ``--`` where ``run``'s command begins)."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in options
+
+
+class Interrupted(BaseException):
+    """A Ctrl-C carried past click's standalone mode, which would say "Aborted!" and exit
+    1 (``base.LazyGroup``), to the entry point, which says it once and exits 130."""
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """A Ctrl-C: KeyboardInterrupt, alone or as the only kind in a nursery's group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_interrupt(inner) for inner in exc.exceptions)
+    return isinstance(exc, (KeyboardInterrupt, Interrupted))
+
+
+def interrupted(as_json: bool) -> None:
+    """Say that a verb was stopped by Ctrl-C (one short line, or the JSON error document)."""
+    if not as_json and sys.stderr is not None and sys.stderr.isatty():
+        echo(err=True)  # ends the terminal's ^C echo
+    emit_error(as_json, "interrupted", "interrupted")
+
+
 def handle_errors(fn: Callable) -> Callable:
     """Turn every expected failure into its message and exit code."""
 

@@ -175,7 +175,9 @@ def top(once, endpoint, as_json):
     try:
         trio.run(main_top)
     except KeyboardInterrupt:
-        return
+        if once or as_json:
+            raise  # a frame cut short: exit 130 as every verb (fast.run)
+        return  # Ctrl-C quits the live view, as `q` does
     if as_json:
         payload = {**_status_payload(view.snapshot), "storage": storage_json(view), "unannounced": list(view.unannounced)}
         click.echo(json.dumps(msgspec.to_builtins(payload)))
