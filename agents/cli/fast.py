@@ -297,8 +297,9 @@ def _exit_now(code: object) -> None:
     if not isinstance(code, int) and code is not None:
         sys.exit(code)  # a message to print: the ordinary way
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: started with that descriptor closed (`>&-`)
+                stream.flush()
     except (OSError, ValueError):
         sys.exit(code)
     os._exit(code or 0)

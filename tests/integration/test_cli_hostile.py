@@ -1,0 +1,31 @@
+"""The command line under hostile conditions: closed descriptors, odd names, odd
+repositories.  Each case: one clear line, the documented exit code, no traceback, and
+the coordinator keeps serving."""
+
+from __future__ import annotations
+
+import subprocess
+
+from .conftest import LOCKSTEP, Result, cli, env_for, holders
+
+FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
+
+
+def _with_closed(fd: int, *args: str, cwd) -> Result:
+    """Run lockstep with descriptor ``fd`` closed (a shell's `>&-` / `2>&-` / `<&-`)."""
+    redirect = {0: "<&-", 1: ">&-", 2: "2>&-"}[fd]
+    proc = subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", *LOCKSTEP, *args],
+        cwd=cwd, env=env_for(), capture_output=True, text=True, timeout=60,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_a_closed_stdout_is_no_traceback_on_the_fast_path(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    shown = _with_closed(1, "status", "--json", cwd=repo.root)
+    assert (shown.rc, shown.err) == (0, ""), shown
+    refused = _with_closed(1, "claim", "--agent", "bob", "src/app.py", cwd=repo.root)
+    assert (refused.rc, refused.err) == (1, ""), refused
+    assert holders(repo) == {"src/app.py": "alice"}
