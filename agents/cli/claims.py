@@ -64,16 +64,21 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
 @click.option("--all", "release_all", is_flag=True, help="Release every claim of the agent.")
 @click.option("--force", is_flag=True, help="Operator: free whoever holds PATH (logged; the holder is notified).")
 @click.option("--reason", metavar="TEXT", help="Why (required with --force).")
+@click.option("--literal", is_flag=True, help="Each PATH is one file or folder named as written, as claimed with claim --literal.")
 @agent_option
 @endpoint_option
 @json_option
 @handle_errors
-def release(paths, release_all, force, reason, agent, endpoint, as_json):
+def release(paths, release_all, force, reason, literal, agent, endpoint, as_json):
     """Release an agent's claims on PATHs, or --all of them; --force frees anyone's.
+
+    Name the claims as they were claimed: a file claimed with --literal
+    (app/[slug]/page.tsx) is released with --literal too, or escaped
+    (app/\\[slug]/page.tsx).
 
     \b
     Examples:
-      lockstep release src/api/ --agent bob
+      lockstep release --literal 'app/[slug]/page.tsx' --agent bob
       lockstep release --all --agent bob
       lockstep release src/api/ --force --reason 'alice is away'
     """
@@ -81,13 +86,13 @@ def release(paths, release_all, force, reason, agent, endpoint, as_json):
         if not paths or not reason:
             raise Failure("bad_request", "--force needs the PATHs to free and --reason TEXT", EXIT_USAGE)
         by = agent or os.environ.get("USER") or "operator"
-        reply = ask(endpoint, m.Release(paths=_paths(paths), force=True, reason=reason, by=by))
+        reply = ask(endpoint, m.Release(paths=_paths(paths, literal=literal), force=True, reason=reason, by=by))
     else:
         if not paths and not release_all:
             raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
         if paths and release_all:
             raise Failure("bad_request", f"--all releases every claim, so PATHs ({' '.join(paths)}) make no sense with it: pass one or the other", EXIT_USAGE)
-        patterns = _paths(paths) if paths else []
+        patterns = _paths(paths, literal=literal) if paths else []
 
         def body(session):
             return session.release(patterns, all=release_all)

@@ -29,3 +29,16 @@ def test_a_closed_stdout_is_no_traceback_on_the_fast_path(repo, coordinator):
     refused = _with_closed(1, "claim", "--agent", "bob", "src/app.py", cwd=repo.root)
     assert (refused.rc, refused.err) == (1, ""), refused
     assert holders(repo) == {"src/app.py": "alice"}
+
+
+def test_a_file_named_with_brackets_is_claimed_and_released_as_written(repo, coordinator):
+    coordinator(*FAST)
+    (repo.root / "a[1].py").write_text("x\n")
+    (repo.root / "a1.py").write_text("y\n")
+    claimed = cli("claim", "--agent", "alice", "--literal", "a[1].py", "--json", cwd=repo.root)
+    assert claimed.rc == 0 and claimed.json["patterns"] == ["a\\[1].py"], claimed
+    assert cli("intent", "--agent", "bob", "a1.py", cwd=repo.root).rc == 0  # not the glob's a1.py
+    assert cli("intent", "--agent", "bob", "a[1].py", cwd=repo.root).rc == 1  # the file itself
+    released = cli("release", "--agent", "alice", "--literal", "a[1].py", "--json", cwd=repo.root)
+    assert released.rc == 0 and released.json["released"] == ["a\\[1].py"], released
+    assert "a\\[1].py" not in holders(repo)
