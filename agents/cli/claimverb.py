@@ -57,10 +57,33 @@ class Spinner:
         sys.stderr.flush()
 
 
+def _note_hidden_files(paths, patterns: list[str]) -> None:
+    """Say so when a PATH names an existing file that, read as the glob it also is, it
+    does not cover: ``claim 'app/[slug]/page.tsx'`` claims app/s/page.tsx and the like,
+    not that file, which nothing then guards.  A note on stderr: the claim stands."""
+    import os
+
+    from protocol.errors import LockstepError
+    from protocol.paths import Pattern, overlaps
+
+    for path, pattern in zip(paths, patterns):
+        if not set(path) & set("*?[") or not os.path.lexists(path):
+            continue
+        try:
+            named = repo_paths([path], literal=True)[0]
+        except LockstepError:
+            continue
+        if not overlaps(Pattern.parse(pattern), Pattern.parse(named)):
+            echo(f"lockstep: note: {path} is claimed as a glob, which does not cover the file named {path}; "
+                 "claim that file with --literal", err=True)
+
+
 @handle_errors
 def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     """Claim ``paths`` for ``agent`` (see `lockstep claim --help`)."""
     patterns = repo_paths(paths, literal=literal)
+    if not literal:
+        _note_hidden_files(paths, patterns)
     if pid is not None:
         import psutil
 

@@ -42,3 +42,14 @@ def test_a_file_named_with_brackets_is_claimed_and_released_as_written(repo, coo
     released = cli("release", "--agent", "alice", "--literal", "a[1].py", "--json", cwd=repo.root)
     assert released.rc == 0 and released.json["released"] == ["a\\[1].py"], released
     assert "a\\[1].py" not in holders(repo)
+
+
+def test_a_glob_that_misses_the_file_it_spells_gets_a_note(repo, coordinator):
+    coordinator(*FAST)
+    (repo.root / "a[1].py").write_text("x\n")
+    glob = cli("claim", "--agent", "alice", "a[1].py", "--json", cwd=repo.root)
+    assert glob.rc == 0 and glob.json["patterns"] == ["a[1].py"], glob  # a glob, as documented
+    assert "does not cover the file named a[1].py" in glob.err and "--literal" in glob.err
+    assert cli("intent", "--agent", "bob", "a[1].py", cwd=repo.root).rc == 0  # indeed not covered
+    plain = cli("claim", "--agent", "alice", "src/*.py", cwd=repo.root)
+    assert plain.rc == 0 and plain.err == ""  # no file is named so: no note
