@@ -200,8 +200,19 @@ def guard_install(as_json):
     """
     from agents import guard as git_guard
 
-    written = git_guard.install(discovery.locate().worktree)
+    written = git_guard.install(_git_worktree())
     click.echo(json.dumps({"installed": [str(p) for p in written]}) if as_json else "\n".join(f"installed {p}" for p in written))
+
+
+def _git_worktree():
+    """The current git worktree; outside any repository, bad input said in one line (git
+    itself never runs the hooks there), not git's usage text."""
+    from protocol.errors import UsageError
+
+    place = discovery.locate()
+    if not place.in_git:
+        raise UsageError(f"{place.worktree} is not in a git repository: the git guard has no commits to check there")
+    return place.worktree
 
 
 def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: str) -> None:
@@ -285,7 +296,7 @@ def guard_pre_commit(endpoint, as_json):
     """
     from agents import guard as git_guard
 
-    _check_files(git_guard.staged_files(discovery.locate().worktree), endpoint, as_json, "commit")
+    _check_files(git_guard.staged_files(_git_worktree()), endpoint, as_json, "commit")
 
 
 @guard.command("pre-push")
@@ -305,7 +316,7 @@ def guard_pre_push(remote, url, endpoint, as_json):
     """
     from agents import guard as git_guard
 
-    files = git_guard.pushed_files(discovery.locate().worktree, sys.stdin.read())
+    files = git_guard.pushed_files(_git_worktree(), sys.stdin.read())
     _report_merge_holds(files, endpoint)
     _check_files(files, endpoint, as_json, "push")
 

@@ -53,3 +53,14 @@ def test_a_glob_that_misses_the_file_it_spells_gets_a_note(repo, coordinator):
     assert cli("intent", "--agent", "bob", "a[1].py", cwd=repo.root).rc == 0  # indeed not covered
     plain = cli("claim", "--agent", "alice", "src/*.py", cwd=repo.root)
     assert plain.rc == 0 and plain.err == ""  # no file is named so: no note
+
+
+def test_the_guard_outside_a_repository_is_bad_input_in_one_line(tmp_path):
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    env = {"GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    for verb in (["install"], ["pre-commit"], ["pre-push"]):
+        said = cli("guard", *verb, cwd=outside, env=env)
+        assert said.rc == 2 and said.err.count("\n") == 1 and "not in a git repository" in said.err, (verb, said)
+        as_json = cli("guard", *verb, "--json", cwd=outside, env=env)
+        assert as_json.rc == 2 and as_json.json["error"]["code"] == "usage", (verb, as_json)
