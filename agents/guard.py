@@ -37,7 +37,20 @@ def _git(cwd: Path, *args: str) -> str:
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
     except subprocess.CalledProcessError as exc:
-        raise GuardError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
+        raise GuardError(f"git {' '.join(args)} failed: {_first_error(exc.stderr)}") from None
+
+
+def _first_error(stderr: str) -> str:
+    """git's complaint in one line: its first ``fatal:``/``error:`` line (a usage text
+    after it says nothing more), else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else "no message")
+
+
+def _has_commit(worktree: Path, name: str) -> bool:
+    """Whether this repository has commit ``name``: a force push over a remote branch
+    that moved since the last fetch names a remote commit we never saw."""
+    return subprocess.run(["git", "cat-file", "-e", f"{name}^{{commit}}"], cwd=worktree, capture_output=True).returncode == 0
 
 
 def name_status_paths(out: str) -> list[str]:
@@ -76,7 +89,9 @@ def pushed_files(worktree: Path, updates: str) -> list[str]:
         local, remote = parts[1], parts[3]
         if set(local) == {"0"}:
             continue  # a deletion pushes no files
-        if set(remote) == {"0"}:  # a new branch: what it has beyond every remote branch
+        if set(remote) == {"0"} or not _has_commit(worktree, remote):
+            # a new branch, or one whose remote tip we lack: what it has beyond every
+            # remote branch we know
             out = _git(worktree, "log", "--format=", "--name-status", "-z", "-M", local, "--not", "--remotes")
         else:
             out = _git(worktree, "diff", "--name-status", "-z", "-M", f"{remote}..{local}")

@@ -55,6 +55,36 @@ def test_a_glob_that_misses_the_file_it_spells_gets_a_note(repo, coordinator):
     assert plain.rc == 0 and plain.err == ""  # no file is named so: no note
 
 
+def _git(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=cwd,
+                          env=env_for(), capture_output=True, text=True, timeout=60)
+
+
+def test_a_force_push_over_a_remote_tip_never_fetched_is_checked_not_failed(repo, coordinator, tmp_path):
+    """git hands pre-push the remote's tip, which this clone never fetched: the guard
+    checked `remote..local`, git failed, and the push was refused with git's error."""
+    coordinator(*FAST)
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "clone", "-q", "--bare", str(repo.root), str(remote)).returncode == 0
+    assert _git(repo.root, "remote", "add", "origin", str(remote)).returncode == 0
+    assert _git(repo.root, "fetch", "-q", "origin").returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    assert _git(tmp_path, "clone", "-q", str(remote), str(elsewhere)).returncode == 0
+    (elsewhere / "theirs.py").write_text("t\n")
+    assert _git(elsewhere, "add", "theirs.py").returncode == 0
+    assert _git(elsewhere, "commit", "-q", "-m", "theirs").returncode == 0
+    assert _git(elsewhere, "push", "-q", "origin", "HEAD:main").returncode == 0  # origin/main moved
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    (repo.root / "src" / "app.py").write_text("mine\n")
+    assert _git(repo.root, "commit", "-q", "-am", "mine", "--no-verify").returncode == 0
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    held = _git(repo.root, "push", "-q", "--force", "origin", "main")
+    assert held.returncode != 0 and "src/app.py (held by alice)" in held.stderr, held.stderr
+    assert cli("release", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    free = _git(repo.root, "push", "-q", "--force", "origin", "main")
+    assert free.returncode == 0, free.stderr
+
+
 def test_the_guard_outside_a_repository_is_bad_input_in_one_line(tmp_path):
     outside = tmp_path / "plain"
     outside.mkdir()

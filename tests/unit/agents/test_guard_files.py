@@ -126,6 +126,25 @@ def test_an_unknown_commit_is_a_guard_error(repo: Path):
         pushed_files(repo, f"refs/heads/main {'1' * 40} refs/heads/main {head}\n")
 
 
+def test_a_remote_tip_we_never_fetched_counts_as_a_new_branch(repo: Path, tmp_path: Path):
+    """A force push over a remote branch that moved since the last fetch: git hands the
+    hook the remote's tip, which this clone lacks; the push sends what no remote branch
+    we know has (git's `..` range failed, refusing the push with git's error)."""
+    remote = tmp_path / "remote.git"
+    _git(tmp_path, "init", "-q", "--bare", str(remote))
+    _git(repo, "remote", "add", "origin", str(remote))
+    _git(repo, "push", "-q", "origin", "main")
+    head = _commit(repo, "src/mine.py")
+    line = f"refs/heads/main {head} refs/heads/main {'2' * 40}\n"
+    assert pushed_files(repo, line) == ["src/mine.py"]
+
+
+def test_a_git_failure_is_one_line(repo: Path):
+    with pytest.raises(GuardError) as failure:
+        guard._git(repo, "diff", "--no-such-option")
+    assert "\n" not in str(failure.value) and "no-such-option" in str(failure.value)
+
+
 # ---------------------------------------------------------------------- install
 
 
