@@ -83,6 +83,8 @@ def report(since, html_file, title, as_json):
     """
     from agents.report import build, to_html
 
+    if html_file == "-" and as_json:
+        raise Failure("usage", "--html - writes the page to stdout, where --json writes its document: write the page to a file", EXIT_USAGE)
     start = parse_since(since)
     place = discovery.locate()
     with open_ledger(place) as reader:

@@ -94,3 +94,11 @@ def test_the_guard_outside_a_repository_is_bad_input_in_one_line(tmp_path):
         assert said.rc == 2 and said.err.count("\n") == 1 and "not in a git repository" in said.err, (verb, said)
         as_json = cli("guard", *verb, "--json", cwd=outside, env=env)
         assert as_json.rc == 2 and as_json.json["error"]["code"] == "usage", (verb, as_json)
+
+
+def test_report_to_stdout_under_json_is_bad_input_not_a_page(repo, coordinator):
+    coordinator(*FAST)
+    both = cli("report", "--html", "-", "--json", cwd=repo.root)
+    assert both.rc == 2 and both.json["error"]["code"] == "usage", both  # stdout is one JSON document
+    page = cli("report", "--html", "-", cwd=repo.root)
+    assert page.rc == 0 and page.out.startswith("<!DOCTYPE html>")
