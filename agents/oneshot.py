@@ -92,8 +92,10 @@ def expect(reply: m.Reply, kind: type) -> m.Reply:
 def resolve_endpoint(place: Place, endpoint: str | None = None) -> str:
     found = discover_endpoint(place, endpoint)
     if found is None:
+        state = Path(place.state_dir) / "coordinator.json"
+        why = f"{state} is damaged" if state.exists() else f"no {state}"
         raise CoordinatorUnreachable(
-            f"no coordinator is running for {place.repo_id} (no {place.state_dir}/coordinator.json); "
+            f"no coordinator is running for {place.repo_id} ({why}); "
             "start one with `lockstep serve`, or pass --endpoint / LOCKSTEP_ENDPOINT"
         )
     if found.startswith("ipc://") and not found.startswith("ipc://@"):

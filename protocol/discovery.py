@@ -182,10 +182,21 @@ def check_endpoint(endpoint: str, curve: bool = False) -> str:
 
 
 def read_state(state_dir: Path) -> dict | None:
+    """The running coordinator's state file, or None when there is none or it is not
+    the shape the coordinator writes (a hand-edited or damaged file is no coordinator,
+    not a traceback in every command that looks for one)."""
     try:
-        return json.loads((state_dir / STATE_FILE).read_text())
+        info = json.loads((state_dir / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
+    return info if _well_formed_state(info) else None
+
+
+def _well_formed_state(info: object) -> bool:
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or isinstance(info.get("pid"), bool):
+        return False
+    lists = [info.get(key, []) for key in ("endpoints", "pub")]
+    return all(isinstance(items, list) and all(isinstance(item, str) for item in items) for items in lists)
 
 
 def write_state(state_dir: Path, info: dict) -> None:

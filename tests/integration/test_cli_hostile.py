@@ -102,3 +102,15 @@ def test_report_to_stdout_under_json_is_bad_input_not_a_page(repo, coordinator):
     assert both.rc == 2 and both.json["error"]["code"] == "usage", both  # stdout is one JSON document
     page = cli("report", "--html", "-", cwd=repo.root)
     assert page.rc == 0 and page.out.startswith("<!DOCTYPE html>")
+
+
+def test_a_damaged_state_file_is_no_coordinator_not_a_traceback(repo):
+    repo.state_dir.mkdir(parents=True)
+    for damaged in ('{"pid": 1, "endpoints": [5]}', '{"pid": 1, "endpoints": "ipc"}', "[]", "{not json"):
+        (repo.state_dir / "coordinator.json").write_text(damaged)
+        for verb in (["status"], ["stop"], ["top", "--once"], ["claim", "--agent", "alice", "src/app.py"]):
+            said = cli(*verb, "--json", cwd=repo.root)
+            assert said.rc == 3 and said.json["error"]["code"] == "unreachable", (damaged, verb, said)
+            assert "is damaged" in said.json["error"]["message"]
+        where = cli("where", "--json", cwd=repo.root)
+        assert where.rc == 0 and where.json["running"] is False, (damaged, where)

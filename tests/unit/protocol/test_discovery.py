@@ -95,7 +95,7 @@ def test_the_state_directory_is_private(repo: Path):
 
 
 def test_the_state_file_round_trips_and_is_private(tmp_path: Path):
-    info = {"pid": 1234, "endpoints": ["ipc:///x/rpc.sock"], "pub": "ipc:///x/pub.sock"}
+    info = {"pid": 1234, "endpoints": ["ipc:///x/rpc.sock"], "pub": ["ipc:///x/pub.sock"]}
     write_state(tmp_path, info)
     assert read_state(tmp_path) == info
     assert stat.S_IMODE((tmp_path / STATE_FILE).stat().st_mode) == 0o600
@@ -104,7 +104,12 @@ def test_the_state_file_round_trips_and_is_private(tmp_path: Path):
     assert read_state(tmp_path)["pid"] == 99
 
 
-@pytest.mark.parametrize("content", [None, "", "{not json", "[1, 2"])
+@pytest.mark.parametrize(
+    "content",
+    # missing, not JSON, or not the coordinator's shape (a pid, lists of endpoint strings)
+    [None, "", "{not json", "[1, 2", "[]", '{"endpoints": []}', '{"pid": "1"}', '{"pid": 1, "endpoints": "ipc"}',
+     '{"pid": 1, "endpoints": [5]}', '{"pid": 1, "pub": [null]}'],
+)
 def test_a_missing_or_broken_state_file_reads_as_none(tmp_path: Path, content):
     if content is not None:
         (tmp_path / STATE_FILE).write_text(content)
