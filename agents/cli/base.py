@@ -224,10 +224,27 @@ class JsonUsageError(click.UsageError):
         _emit_error(True, "usage", self.format_message())
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error as one line on stderr, like every other error (``lockstep: MESSAGE``),
+    with the verb's usage and where its help is, instead of click's four-line block."""
+
+    def show(self, file: Any = None) -> None:
+        message = " ".join(self.format_message().split())
+        ctx = self.ctx
+        if ctx is not None:
+            usage = " ".join([ctx.command_path, *ctx.command.collect_usage_pieces(ctx)])
+            message += f" (usage: {usage}; see {ctx.command_path} --help)"
+        _emit_error(False, "usage", message)
+
+
 def _in_json(exc: click.UsageError, argv: list[str]) -> click.UsageError:
-    options = argv[: argv.index("--")] if "--" in argv else argv
-    if "--json" not in options or isinstance(exc, JsonUsageError):
+    """The usage error as the output asks: one JSON document under --json, else one line
+    (a bare group, `lockstep guard`, still shows its help)."""
+    if isinstance(exc, (JsonUsageError, OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
         return exc
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" not in options:
+        return OneLineUsageError(exc.format_message(), exc.ctx)
     return JsonUsageError(exc.format_message(), exc.ctx)
 
 

@@ -114,3 +114,17 @@ def test_a_damaged_state_file_is_no_coordinator_not_a_traceback(repo):
             assert "is damaged" in said.json["error"]["message"]
         where = cli("where", "--json", cwd=repo.root)
         assert where.rc == 0 and where.json["running"] is False, (damaged, where)
+
+
+def test_a_usage_error_is_one_line_as_every_error(repo):
+    for argv, verb, said in [
+        (["status", "--jsn"], "status", "No such option '--jsn'. Did you mean '--json'?"),
+        (["claim"], "claim", "Missing argument 'PATHS...'."),
+        (["ledger", "tail", "-n", "abc"], "ledger tail", "'abc' is not a valid integer"),
+    ]:
+        result = cli(*argv, cwd=repo.root)
+        assert result.rc == 2 and result.out == "", (argv, result)
+        assert result.err.startswith("lockstep: ") and result.err.count("\n") == 1 and said in result.err, (argv, result)
+        assert f"{verb} --help" in result.err  # where to read more
+    bare = cli("guard", cwd=repo.root)  # a group without its verb still shows its help
+    assert bare.rc == 2 and "pre-commit" in bare.err and "Usage:" in bare.err
