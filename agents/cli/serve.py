@@ -166,11 +166,32 @@ def _already_serving(place: discovery.Place, info: dict) -> Failure:
     )
 
 
+def _last_said(log_path: Path, start: int) -> str:
+    """The last line the detached child wrote to the log after ``start`` (its error: the
+    foreground error line, or the message of its JSON error document), else ""."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(start)
+            lines = [line.strip() for line in log.read(64 * 1024).decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    if not lines:
+        return ""
+    last = lines[-1]
+    try:
+        document = json.loads(last)
+        last = document["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        pass
+    return str(last).removeprefix("lockstep: ")[:500]
+
+
 def _serve_detached(place: discovery.Place, as_json: bool) -> None:
     argv = [a for a in sys.argv[1:] if a != "--detach"]
     state_dir = place.state_dir
     log_path = _private_log(state_dir)
     with open(log_path, "ab") as log_file:
+        start = log_file.seek(0, os.SEEK_END)  # the child's own lines follow
         child = subprocess.Popen(
             [sys.executable, "-m", "agents.cli", *argv],
             stdin=subprocess.DEVNULL,
@@ -183,7 +204,9 @@ def _serve_detached(place: discovery.Place, as_json: bool) -> None:
     while time.monotonic() < deadline:
         code = child.poll()
         if code is not None:
-            raise Failure("serve_failed", f"the coordinator exited with code {code}; see {log_path}", EXIT_REFUSED if code == 1 else code)
+            why = _last_said(log_path, start)
+            raise Failure("serve_failed", f"the coordinator exited with code {code}{': ' + why if why else ''}; see {log_path}",
+                          EXIT_REFUSED if code == 1 else code)
         info = discovery.read_state(state_dir)
         if info and info.get("pid") == child.pid:
             _out(as_json, info, f"lockstep: serving {place.repo_id} (pid {child.pid}) on {info['endpoints'][0]}; log: {log_path}")

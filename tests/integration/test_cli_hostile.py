@@ -128,3 +128,12 @@ def test_a_usage_error_is_one_line_as_every_error(repo):
         assert f"{verb} --help" in result.err  # where to read more
     bare = cli("guard", cwd=repo.root)  # a group without its verb still shows its help
     assert bare.rc == 2 and "pre-commit" in bare.err and "Usage:" in bare.err
+
+
+def test_a_detached_coordinator_that_cannot_start_says_why(repo, tmp_path):
+    endpoint = f"ipc://{tmp_path}/missing/rpc.sock"
+    said = cli("serve", "--detach", "--endpoint", endpoint, cwd=repo.root)
+    assert said.rc == 2 and said.err.count("\n") == 1, said
+    assert f"cannot listen on {endpoint}" in said.err and "coordinator.log" in said.err, said  # not only "see the log"
+    as_json = cli("serve", "--detach", "--json", "--endpoint", endpoint, cwd=repo.root)
+    assert as_json.rc == 2 and f"cannot listen on {endpoint}" in as_json.json["error"]["message"], as_json
