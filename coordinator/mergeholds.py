@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.messages import Conflict
-from protocol.paths import Pattern
+from protocol.paths import Pattern, escape
 
 
 @dataclass(eq=False)
@@ -52,9 +52,14 @@ def conflict(hold: MergeHold) -> Conflict:
 
 
 def held_paths(unmerged: dict[str, tuple[str, ...]], patterns: list[Pattern]) -> dict[str, tuple[str, ...]]:
-    """The paths of ``unmerged`` (path -> commits) that the released ``patterns`` cover."""
+    """The paths of ``unmerged`` (git's file names -> commits) that the released
+    ``patterns`` cover, each as the pattern naming exactly that file (``escape``): a
+    file named ``a[1].py`` is held as ``a\\[1].py``, never as the glob matching ``a1.py``,
+    and a literal claim on it (text ``a\\[1].py``) covers it."""
+    literal = {"/".join(p.names) for p in patterns if p.is_literal}  # the file names, escapes undone
+    globs = [p for p in patterns if not p.is_literal]
     found = {}
     for path, commits in unmerged.items():
-        if any(p.text == path if p.is_literal else p.matches(path) for p in patterns):
-            found[path] = commits
+        if path in literal or any(p.matches(path) for p in globs):
+            found[escape(path)] = commits
     return found

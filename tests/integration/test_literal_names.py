@@ -1,0 +1,46 @@
+"""A file whose name holds glob characters (`a[1].py`, Next.js's `app/[slug]/page.tsx`)
+is one file end to end: claimed with --literal, held after release while its commits are
+unmerged (a merge hold on that file, not on the glob's `a1.py`), named as written by the
+git guard, and its claim freed when a landing changes it."""
+
+from __future__ import annotations
+
+import subprocess
+
+from .conftest import cli, env_for, status
+
+FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
+NAME = "a[1].py"
+PATTERN = "a\\[1].py"  # the pattern naming exactly that file
+
+
+def _git(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=cwd,
+                          env=env_for(), capture_output=True, text=True, timeout=60)
+
+
+def _with_bracketed_file(repo) -> None:
+    """NAME and a1.py (what the glob NAME matches) on main and in bob's worktree."""
+    (repo.root / NAME).write_text("x\n")
+    (repo.root / "a1.py").write_text("y\n")
+    assert _git(repo.root, "add", NAME, "a1.py").returncode == 0
+    assert _git(repo.root, "commit", "-qm", "a bracketed name").returncode == 0
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+
+
+def _bob_commits_and_releases(repo) -> None:
+    assert cli("intent", "--agent", "bob", "--literal", NAME, cwd=repo.other).rc == 0
+    (repo.other / NAME).write_text("bob\n")
+    assert _git(repo.other, "commit", "-qam", "bob's change").returncode == 0
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+
+
+def test_released_with_unmerged_commits_the_file_is_merge_held_not_the_glob(repo, coordinator):
+    coordinator(*FAST)
+    _with_bracketed_file(repo)
+    _bob_commits_and_releases(repo)
+    holds = {h["path"]: h["holder"] for h in status(repo)["merge_holds"]}
+    assert holds == {PATTERN: "bob"}  # there was none: the claim's text never equalled git's name
+    blocked = cli("intent", "--agent", "alice", NAME, "--json", cwd=repo.root)
+    assert blocked.rc == 1 and "bob's 1 commit" in blocked.json["reason"], blocked
+    assert cli("intent", "--agent", "alice", "a1.py", cwd=repo.root).rc == 0  # the glob's file is free
