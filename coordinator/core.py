@@ -671,7 +671,7 @@ class Core:
         self._publish(record.KIND, record.agent, rec.data_of(record))
         if isinstance(record, rec.LandLanded) and record.changed:
             reason = f"landed on {record.target} in {record.commit[:10]}"
-            changed = set(record.changed)
+            changed = {escape(path) for path in record.changed}  # git's names, as the patterns naming them
             landed = set(record.commits)
             if record.agent:
                 entries = [e for e in self.registry.entries_of(record.agent) if e.pattern.is_literal and e.pattern.text in changed]

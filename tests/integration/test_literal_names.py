@@ -6,8 +6,9 @@ git guard, and its claim freed when a landing changes it."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
-from .conftest import cli, env_for, status
+from .conftest import cli, env_for, make_repo, status, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 NAME = "a[1].py"
@@ -44,3 +45,21 @@ def test_released_with_unmerged_commits_the_file_is_merge_held_not_the_glob(repo
     blocked = cli("intent", "--agent", "alice", NAME, "--json", cwd=repo.root)
     assert blocked.rc == 1 and "bob's 1 commit" in blocked.json["reason"], blocked
     assert cli("intent", "--agent", "alice", "a1.py", cwd=repo.root).rc == 0  # the glob's file is free
+
+
+
+
+def test_a_landing_that_changes_the_file_frees_the_literal_claim_on_it(tmp_path, coordinator_in):
+    repo = make_repo(tmp_path / "repo")
+    (repo.root / "lockstep.toml").write_text(f'[checks.ok]\ncmd = "{sys.executable} -c pass"\n')
+    assert _git(repo.root, "add", "lockstep.toml").returncode == 0
+    assert _git(repo.root, "commit", "-qm", "a check").returncode == 0
+    _with_bracketed_file(repo)
+    coordinator_in(repo, *FAST)
+    assert cli("claim", "--agent", "bob", "--literal", NAME, cwd=repo.other).rc == 0
+    (repo.other / NAME).write_text("bob\n")
+    assert _git(repo.other, "commit", "-qam", "bob's change").returncode == 0
+    landed = cli("land", "--agent", "bob", "--json", cwd=repo.other, timeout=120)
+    assert landed.rc == 0 and landed.json["verdict"] == "landed" and landed.json["changed"] == [NAME], landed
+    wait_until(lambda: PATTERN not in {c["pattern"] for c in status(repo)["claims"]}, timeout=10,
+               what="bob's claim on the landed file to be freed")
