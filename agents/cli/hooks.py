@@ -244,7 +244,8 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     from protocol import messages as m
     from protocol.paths import Pattern, escape, overlaps
 
-    files = [escape(path) for path in files]  # git names files: '[' in a name is a '['
+    named = {escape(path): path for path in files}  # git names files: '[' in a name is a '['
+    files = list(named)
     if agent:
         from agents.oneshot import open_oneshot
 
@@ -267,13 +268,13 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
     held = [
-        f"{path} (held by {c.holder})"
+        f"{named[path]} (held by {c.holder})"
         for path in files
         for c in state.claims
         if c.holder in live and overlaps(Pattern.parse(c.pattern), Pattern.parse(path))
     ]
     held += [
-        f"{path} (in {h.holder}'s merge hold: {h.reason})"
+        f"{named[path]} (in {h.holder}'s merge hold: {h.reason})"
         for path in files
         for h in state.merge_holds
         if overlaps(Pattern.parse(h.path), Pattern.parse(path))
@@ -334,11 +335,13 @@ def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
         state = ask(endpoint, m.Status())
     except CoordinatorUnreachable:
         return
+    from protocol.paths import escape
+
     me = git_guard.agent_name()
-    pushed = set(files)
+    pushed = {escape(path): path for path in files}  # a hold names a pattern: 'a\[1].py' is the file a[1].py
     for hold in state.merge_holds:
         if hold.path in pushed and hold.holder != me:
-            click.echo(f"lockstep guard: {hold.path} is in {hold.holder}'s merge hold: {hold.reason}", err=True)
+            click.echo(f"lockstep guard: {pushed[hold.path]} is in {hold.holder}'s merge hold: {hold.reason}", err=True)
 
 
 

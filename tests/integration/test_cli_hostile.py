@@ -137,3 +137,4 @@ def test_a_detached_coordinator_that_cannot_start_says_why(repo, tmp_path):
     assert f"cannot listen on {endpoint}" in said.err and "coordinator.log" in said.err, said  # not only "see the log"
     as_json = cli("serve", "--detach", "--json", "--endpoint", endpoint, cwd=repo.root)
     assert as_json.rc == 2 and f"cannot listen on {endpoint}" in as_json.json["error"]["message"], as_json
+

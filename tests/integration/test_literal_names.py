@@ -49,6 +49,24 @@ def test_released_with_unmerged_commits_the_file_is_merge_held_not_the_glob(repo
 
 
 
+def test_the_guard_names_the_file_as_written_and_says_its_merge_hold_on_push(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    _with_bracketed_file(repo)
+    _bob_commits_and_releases(repo)
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    assert _git(repo.root, "remote", "add", "origin", str(remote)).returncode == 0
+    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    assert _git(repo.root, "checkout", "-q", "-b", "person").returncode == 0
+    (repo.root / NAME).write_text("a person's change\n")
+    assert _git(repo.root, "commit", "-qam", "a person's change").returncode == 0
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    pushed = _git(repo.root, "push", "-q", "origin", "person")
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"lockstep guard: {NAME} is in bob's merge hold" in pushed.stderr, pushed.stderr  # the hold, said
+    assert f"held by live agents: {NAME} (in bob's merge hold" in pushed.stderr, pushed.stderr  # as named, not {PATTERN}
+
+
 def test_a_landing_that_changes_the_file_frees_the_literal_claim_on_it(tmp_path, coordinator_in):
     repo = make_repo(tmp_path / "repo")
     (repo.root / "lockstep.toml").write_text(f'[checks.ok]\ncmd = "{sys.executable} -c pass"\n')
