@@ -160,6 +160,11 @@ def top(once, endpoint, as_json):
     from agents.client import open_connection, resolve_endpoint
     from agents.top import View, render, run_live, seed_from_ledger, storage_json
 
+    if not (once or as_json) and (sys.stdout is None or not sys.stdout.isatty()):
+        # the live view draws on a terminal's screen: into a file or a pipe it drew
+        # nothing and never ended
+        once = True
+        click.echo("lockstep: not a terminal: one frame, as with --once", err=True)
     place = discovery.locate()
     address = resolve_endpoint(place, endpoint)
     view = View()

@@ -138,3 +138,11 @@ def test_a_detached_coordinator_that_cannot_start_says_why(repo, tmp_path):
     as_json = cli("serve", "--detach", "--json", "--endpoint", endpoint, cwd=repo.root)
     assert as_json.rc == 2 and f"cannot listen on {endpoint}" in as_json.json["error"]["message"], as_json
 
+
+
+def test_top_into_a_pipe_prints_one_frame_and_ends(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    shown = cli("top", cwd=repo.root, timeout=30)  # stdout is a pipe: the live view drew nothing, forever
+    assert shown.rc == 0 and "src/app.py" in shown.out and "alice" in shown.out, shown
+    assert "not a terminal" in shown.err
