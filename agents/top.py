@@ -492,8 +492,7 @@ async def follow(conn, pub_endpoint: str, view: View, on_change: Callable[[], No
 async def read_keys(on_key: Callable[[str], None]) -> None:
     """Feed keys from a terminal stdin (cbreak mode, restored on exit); without a
     terminal there are no keys and Ctrl-C quits."""
-    fd = sys.stdin.fileno()
-    if not os.isatty(fd):
+    if sys.stdin is None or not os.isatty(fd := sys.stdin.fileno()):  # None: started with stdin closed (`<&-`)
         await trio.sleep_forever()
     import termios
     import tty

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 class Tmux:
     """One private tmux server (its own socket) running ``lockstep top`` in a pane."""
 
-    def __init__(self, cwd, width: int = 110, height: int = 60) -> None:
+    def __init__(self, cwd, width: int = 110, height: int = 60, stdin_closed: bool = False) -> None:
         self.socket = f"lockstep-test-{uuid.uuid4().hex[:12]}"
-        command = " ".join(shlex.quote(part) for part in [*LOCKSTEP, "top"])
+        command = " ".join(shlex.quote(part) for part in [*LOCKSTEP, "top"]) + (" <&-" if stdin_closed else "")
         self._tmux("new-session", "-d", "-s", "top", "-x", str(width), "-y", str(height), "-c", str(cwd), command, env=env_for())
         self._tmux("set-option", "-t", "top", "remain-on-exit", "on")
 
@@ -47,8 +47,8 @@ class Tmux:
 def tmux_top():
     started: list[Tmux] = []
 
-    def start(cwd) -> Tmux:
-        pane = Tmux(cwd)
+    def start(cwd, stdin_closed: bool = False) -> Tmux:
+        pane = Tmux(cwd, stdin_closed=stdin_closed)
         started.append(pane)
         return pane
 
@@ -96,3 +96,15 @@ def test_top_in_a_terminal_moves_ages_filters_and_quits_on_q(repo, coordinator, 
         wait_until(pane.exited, timeout=10, what="top to quit on q")
     finally:
         end_process(check)
+
+
+def test_top_with_stdin_closed_shows_the_view_and_quits_on_ctrl_c(repo, coordinator, tmux_top):
+    """No keys without a stdin (`<&-`): the view still shows, and Ctrl-C quits it; it
+    was a traceback (sys.stdin is None)."""
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    pane = tmux_top(repo.root, stdin_closed=True)
+    wait_until(lambda: "src/app.py" in pane.screen(), timeout=20, what="the live view with alice's claim")
+    pane.keys("C-c")
+    wait_until(pane.exited, timeout=10, what="top to quit on Ctrl-C")
+    assert "Traceback" not in pane.screen()
