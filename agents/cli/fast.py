@@ -254,6 +254,7 @@ def run(argv: list[str] | None = None) -> None:
     line, ``lockstep: interrupted`` (or the JSON error document under --json), and no
     traceback.  Click's own answer would be "Aborted!" and exit 1, a failure's status."""
     args = sys.argv[1:] if argv is None else list(argv)
+    _open_closed_standard_streams()
     try:
         _run(args, argv is not None)
     except BaseException as exc:
@@ -261,6 +262,30 @@ def run(argv: list[str] | None = None) -> None:
             raise
         interrupted(wants_json(args))
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _open_closed_standard_streams() -> None:
+    """A standard descriptor closed at start (`<&-`, `>&-`, `2>&-`) becomes /dev/null.
+
+    Python leaves ``sys.stdin`` (``stdout``, ``stderr``) None then, which every read,
+    ``isatty()`` and flush of it failed on with a traceback; and the next file or
+    socket opened would take the free descriptor, so a command `run` or a check
+    starts would write its output into it.  Reading gives end of input; writing is lost,
+    as it was."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+            continue  # open after all (Python found it unusable for another reason): leave it
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        os.set_inheritable(fd, True)  # a standard descriptor, as the commands we start expect
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
 
 
 def _run(args: list[str], given: bool) -> None:

@@ -146,3 +146,22 @@ def test_top_into_a_pipe_prints_one_frame_and_ends(repo, coordinator):
     shown = cli("top", cwd=repo.root, timeout=30)  # stdout is a pipe: the live view drew nothing, forever
     assert shown.rc == 0 and "src/app.py" in shown.out and "alice" in shown.out, shown
     assert "not a terminal" in shown.err
+
+
+def test_closed_standard_descriptors_read_as_empty_and_write_nowhere(repo, coordinator, tmp_path):
+    """Started with stdin, stdout or stderr closed, a verb behaves as with /dev/null there
+    (it was a traceback where it read, asked isatty() or flushed), and a command `run`
+    starts gets /dev/null on it, not whatever lockstep opened next on that descriptor."""
+    coordinator(*FAST)
+    pushed = _with_closed(0, "guard", "pre-push", "--json", "origin", "url", cwd=repo.root)
+    assert pushed.rc == 0 and pushed.json["reason"] == "nothing to push", pushed
+    hooked = _with_closed(0, "hook", "codex", cwd=repo.root)
+    assert hooked.rc == 0 and "systemMessage" in hooked.out, hooked  # a warning, as for any unreadable input
+    for wait in (["--wait", "5"], ["--wait=5"]):  # the fast path and click's
+        claimed = _with_closed(2, "claim", "--agent", "alice", *wait, "src/app.py", cwd=repo.root)
+        assert claimed.rc == 0 and claimed.out.startswith("granted src/app.py"), (wait, claimed)
+    seen = tmp_path / "fds"
+    script = f'for fd in 0 1; do echo "$fd $(readlink /proc/$$/fd/$fd)" >> {seen}; done'
+    ran = _with_closed(1, "run", "--agent", "bob", "--", "sh", "-c", script, cwd=repo.other)
+    assert ran.rc == 0, ran
+    assert seen.read_text().splitlines()[1] == "1 /dev/null"
