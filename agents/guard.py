@@ -27,6 +27,7 @@ from protocol.errors import LockstepError
 ZERO_SHA = "0" * 40
 _OBJECT_NAME = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # sha-1 or sha-256
 HOOKS = ("pre-commit", "pre-push")
+MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook file Lockstep's
 
 
 class GuardError(LockstepError):
@@ -99,10 +100,25 @@ def pushed_files(worktree: Path, updates: str) -> list[str]:
     return sorted(files)
 
 
-def install(worktree: Path) -> list[Path]:
+def _owner(path: Path, hook: str) -> str:
+    """Whose hook file ``path`` is: "none" (absent), "ours" (written by ``install``),
+    "calls" (the user's own, running ``lockstep guard HOOK`` among its lines) or "theirs"."""
+    if not path.exists():
+        return "none"
+    text = path.read_text(errors="replace")
+    if MARKER in text:
+        return "ours"
+    return "calls" if f"lockstep guard {hook}" in text or f"agents.cli guard {hook}" in text else "theirs"
+
+
+def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
     """Write the hooks into the common hooks folder (every worktree uses it).  A relative
     ``core.hooksPath`` (``.githooks``, ``.husky``) is a folder of each worktree (git
-    resolves it in the worktree that commits): the hooks go into every worktree's."""
+    resolves it in the worktree that commits): the hooks go into every worktree's.
+
+    Only Lockstep's own hook files are rewritten: a user's hook that already runs
+    ``lockstep guard HOOK`` among its own lines is kept as it is (added to ``kept``),
+    and any other is refused untouched."""
     hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
     if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
         folders = [top / hooks_path for top in worktrees(worktree)]
@@ -112,19 +128,25 @@ def install(worktree: Path) -> list[Path]:
         common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
         folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
     folders = [folder.resolve() for folder in folders]
+    owners = {}
     for folder in folders:  # check every one before writing any
         for hook in HOOKS:
             path = folder / hook
-            if path.exists() and "lockstep guard" not in path.read_text(errors="replace"):
+            owners[path] = _owner(path, hook)
+            if owners[path] == "theirs":
                 raise GuardError(f"{path} exists and is not Lockstep's: add `lockstep guard {hook}` to it yourself")
     written = []
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
         for hook in HOOKS:
             path = folder / hook
+            if owners[path] == "calls":  # the user's own hook, which runs the guard: theirs to keep
+                if kept is not None:
+                    kept.append(path)
+                continue
             path.write_text(
                 "#!/bin/sh\n"
-                "# Installed by `lockstep guard install`: refuse to commit/push files other agents hold.\n"
+                f"{MARKER}: refuse to commit/push files other agents hold.\n"
                 f'exec "{sys.executable}" -m agents.cli guard {hook} "$@"\n'
             )
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -200,8 +200,13 @@ def guard_install(as_json):
     """
     from agents import guard as git_guard
 
-    written = git_guard.install(_git_worktree())
-    click.echo(json.dumps({"installed": [str(p) for p in written]}) if as_json else "\n".join(f"installed {p}" for p in written))
+    kept: list = []
+    written = git_guard.install(_git_worktree(), kept)
+    if as_json:
+        click.echo(json.dumps({"installed": [str(p) for p in written], "kept": [str(p) for p in kept]}))
+    else:
+        lines = [f"installed {p}" for p in written] + [f"kept {p} (your hook, which runs lockstep guard {p.name})" for p in kept]
+        click.echo("\n".join(lines))
 
 
 def _git_worktree():

@@ -165,3 +165,14 @@ def test_closed_standard_descriptors_read_as_empty_and_write_nowhere(repo, coord
     ran = _with_closed(1, "run", "--agent", "bob", "--", "sh", "-c", script, cwd=repo.other)
     assert ran.rc == 0, ran
     assert seen.read_text().splitlines()[1] == "1 /dev/null"
+
+
+def test_guard_install_keeps_a_users_hook_that_runs_the_guard(repo):
+    hook = repo.root / ".git" / "hooks" / "pre-commit"
+    text = "#!/bin/sh\nmake lint || exit 1\nlockstep guard pre-commit\n"
+    hook.write_text(text)
+    installed = cli("guard", "install", "--json", cwd=repo.root)
+    assert installed.rc == 0, installed
+    assert hook.read_text() == text  # it was replaced by Lockstep's, `make lint` gone
+    assert installed.json["kept"] == [str(hook.resolve())]
+    assert installed.json["installed"] == [str((repo.root / ".git" / "hooks" / "pre-push").resolve())]

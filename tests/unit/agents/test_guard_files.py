@@ -191,6 +191,19 @@ def test_install_never_overwrites_someone_elses_hook(repo: Path):
     assert theirs.read_text() == "#!/bin/sh\nexec make lint\n"
 
 
+def test_install_keeps_a_users_own_hook_that_runs_the_guard(repo: Path):
+    """The refusal above says to add `lockstep guard pre-commit` to one's own hook; doing
+    so and installing again rewrote that hook as Lockstep's, dropping the user's lines."""
+    theirs = repo / ".git" / "hooks" / "pre-commit"
+    text = "#!/bin/sh\nmake lint || exit 1\nlockstep guard pre-commit\n"
+    theirs.write_text(text)
+    kept: list[Path] = []
+    written = install(repo, kept)
+    assert theirs.read_text() == text
+    assert kept == [theirs.resolve()] and written == [(repo / ".git" / "hooks" / "pre-push").resolve()]
+    assert install(repo) == written  # Lockstep's own hook is rewritten; the user's never
+
+
 def test_the_agent_is_lockstep_agent_if_set(monkeypatch):
     monkeypatch.setenv("LOCKSTEP_AGENT", "bob")
     assert guard.agent_name() == "bob"
