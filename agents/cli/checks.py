@@ -542,6 +542,8 @@ def plan_status(job, as_json):
         raise Failure("no_ledger", f"no ledger at {path}: no coordinator has served this repository yet", EXIT_REFUSED) from None
     with reader:
         summaries = plan_summaries(reader, job)
+    if job is not None and not summaries:  # as `tasks take` says of an unknown task; "no plans yet" was untrue
+        raise Failure("not_found", f"no plan {job}: `lockstep plan status` lists them", EXIT_REFUSED)
     if as_json:
         click.echo(json.dumps(summaries))
         return

@@ -176,3 +176,13 @@ def test_guard_install_keeps_a_users_hook_that_runs_the_guard(repo):
     assert hook.read_text() == text  # it was replaced by Lockstep's, `make lint` gone
     assert installed.json["kept"] == [str(hook.resolve())]
     assert installed.json["installed"] == [str((repo.root / ".git" / "hooks" / "pre-push").resolve())]
+
+
+def test_plan_status_of_an_unknown_job_is_not_found(repo, coordinator):
+    coordinator(*FAST)
+    unknown = cli("plan", "status", "9.99", cwd=repo.root)
+    assert unknown.rc == 1 and "no plan 9.99" in unknown.err and unknown.out == "", unknown  # was "no plans yet", exit 0
+    as_json = cli("plan", "status", "9.99", "--json", cwd=repo.root)
+    assert as_json.rc == 1 and as_json.json["error"]["code"] == "not_found", as_json
+    listed = cli("plan", "status", "--json", cwd=repo.root)
+    assert listed.rc == 0 and listed.json == []
