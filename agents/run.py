@@ -59,6 +59,8 @@ def run_as_agent(name: str, argv: list[str], endpoint: str | None = None, as_jso
         argv = argv[1:]
     if not argv:
         return _fail(as_json, "bad_request", "no command given (lockstep run --agent NAME -- CMD ...)", EXIT_USAGE)
+    if not argv[0]:  # a shell says "command not found" (127) of '': exec would say EACCES (126)
+        return _fail(as_json, "bad_request", "cannot start '': an empty command name", NOT_FOUND)
     return trio.run(_run, name, argv, endpoint, as_json, watch)
 
 

@@ -186,3 +186,9 @@ def test_plan_status_of_an_unknown_job_is_not_found(repo, coordinator):
     assert as_json.rc == 1 and as_json.json["error"]["code"] == "not_found", as_json
     listed = cli("plan", "status", "--json", cwd=repo.root)
     assert listed.rc == 0 and listed.json == []
+
+
+def test_run_of_an_empty_command_name_is_not_found(repo, coordinator):
+    coordinator(*FAST)
+    empty = cli("run", "--agent", "runner", "--", "", cwd=repo.root)
+    assert empty.rc == 127 and empty.err == "lockstep run: cannot start '': an empty command name\n", empty  # was 126, EACCES
