@@ -81,3 +81,22 @@ def test_a_landing_that_changes_the_file_frees_the_literal_claim_on_it(tmp_path,
     assert landed.rc == 0 and landed.json["verdict"] == "landed" and landed.json["changed"] == [NAME], landed
     wait_until(lambda: PATTERN not in {c["pattern"] for c in status(repo)["claims"]}, timeout=10,
                what="bob's claim on the landed file to be freed")
+
+
+def test_under_run_a_commit_of_the_held_file_is_refused_and_of_the_globs_file_is_not(repo, coordinator):
+    """alice holds the file a[1].py; bob, under `lockstep run`, writes and commits it (the
+    git guard refuses, the watcher says whose it is), then a1.py, which the glob a[1].py
+    would match but the file's claim does not cover (committed)."""
+    coordinator(*FAST)
+    _with_bracketed_file(repo)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    assert cli("claim", "--agent", "alice", "--literal", NAME, cwd=repo.root).rc == 0
+    script = (
+        f"echo bob > '{NAME}' && git add '{NAME}' && git commit -qm held; echo held=$?; git reset -q --hard; "
+        "echo bob > a1.py && git add a1.py && git commit -qm free; echo free=$?"
+    )
+    ran = cli("run", "--agent", "bob", "--", "sh", "-c", script, cwd=repo.other, timeout=120)
+    assert ran.rc == 0, ran
+    assert "held=1" in ran.out and "free=0" in ran.out, ran
+    assert f"{PATTERN}: held exclusively by alice" in ran.err, ran.err  # the guard's refusal, as bob's intent
+    assert _git(repo.other, "log", "-1", "--format=%s").stdout.strip() == "free"
