@@ -52,10 +52,7 @@ class Place(NamedTuple):
 
 
 def locate(cwd: str | os.PathLike | None = None) -> Place:
-    try:
-        start = Path(cwd or os.getcwd()).resolve()
-    except FileNotFoundError:  # the process's folder was removed under it
-        raise UsageError("the current folder no longer exists: cd into the repository again") from None
+    start = Path(cwd or _current_directory()).resolve()
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel", "--git-common-dir"],
@@ -72,6 +69,16 @@ def locate(cwd: str | os.PathLike | None = None) -> Place:
     worktree = Path(out[0]).resolve()
     common = (start / out[1]).resolve()
     return Place(worktree=worktree, repo_id=str(common), state_dir=common / "lockstep", in_git=True)
+
+
+def _current_directory() -> str:
+    """The working directory; one that was removed (a worktree deleted under a shell) is
+    bad input said in one line, not a FileNotFoundError from ``os.getcwd``."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current directory no longer exists (removed?): cd into a worktree of the repository",
+                         code="bad_path") from None
 
 
 def _inside_git_dir(start: Path) -> Place | None:

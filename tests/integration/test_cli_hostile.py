@@ -4,9 +4,10 @@ the coordinator keeps serving."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
-from .conftest import LOCKSTEP, Result, cli, env_for, holders
+from .conftest import LOCKSTEP, PROJECT, Result, cli, env_for, holders
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
@@ -192,3 +193,15 @@ def test_run_of_an_empty_command_name_is_not_found(repo, coordinator):
     coordinator(*FAST)
     empty = cli("run", "--agent", "runner", "--", "", cwd=repo.root)
     assert empty.rc == 127 and empty.err == "lockstep run: cannot start '': an empty command name\n", empty  # was 126, EACCES
+
+
+def test_a_removed_current_directory_is_bad_input_in_one_line(repo):
+    gone = repo.root / "gone"
+    gone.mkdir()
+    for verb in (["status", "--json"], ["claim", "--agent", "alice", "x.py", "--json"], ["where", "--json"]):
+        proc = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), *LOCKSTEP, *verb],
+                              cwd=repo.root, env=env_for({"PYTHONPATH": str(PROJECT)}),  # no empty entry: that is the cwd
+                              capture_output=True, text=True, timeout=60)
+        gone.mkdir()  # for the next verb
+        assert proc.returncode == 2 and "no longer exists" in proc.stdout and proc.stderr == "", (verb, proc)
+        assert json.loads(proc.stdout)["error"]["code"] == "bad_path"

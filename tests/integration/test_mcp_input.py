@@ -117,7 +117,7 @@ def test_a_tool_call_whose_folder_was_removed_is_a_tool_error_and_the_server_goe
         failed, pong = server.reply(), server.reply()
         error = failed["result"]["structuredContent"]["error"]
         assert failed["id"] == 1 and failed["result"]["isError"] and error["exit_code"] == 2
-        assert error["message"] == "the current folder no longer exists: cd into the repository again"
+        assert error["message"] == "the current directory no longer exists (removed?): cd into a worktree of the repository"
         assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}
         rc, err = server.end()
         assert rc == 0 and err == "", err
@@ -129,7 +129,7 @@ def test_a_tool_call_whose_folder_was_removed_is_a_tool_error_and_the_server_goe
     started = subprocess.run(["sh", "-c", script, "sh", *LOCKSTEP, "mcp", "--agent", "mcpbot"], input=PING + "\n", cwd=repo.root,
                              env=env, capture_output=True, text=True, timeout=30)
     assert started.returncode == 2 and started.stdout == "", started
-    assert started.stderr == "lockstep: the current folder no longer exists: cd into the repository again\n"
+    assert started.stderr == "lockstep: the current directory no longer exists (removed?): cd into a worktree of the repository\n"
 
 
 def test_a_claim_with_braces_is_refused_as_on_the_command_line(repo, coordinator):
