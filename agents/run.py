@@ -168,11 +168,12 @@ async def _report_command(agent, argv: list[str], *, wait: bool) -> None:
     try:
         # The session as it was: a session that ended with CMD still names the agent,
         # and renewing it would show the agent alive again after its command is gone.
-        reply = await agent.conn.request(m.Ran(session=agent.session, command=command_line(argv)[:4000], cwd=os.getcwd()))
+        command = command_line(argv).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")  # bytes that are not UTF-8: shown escaped
+        reply = await agent.conn.request(m.Ran(session=agent.session, command=command[:4000], cwd=os.getcwd()))
         if wait and isinstance(reply, m.Accepted):
             while (await agent.conn.request(m.JobQuery(job=reply.job))).gate is None:
                 await trio.sleep(TRIGGER_POLL)
-    except (CoordinatorUnreachable, RequestFailed) as exc:
+    except (CoordinatorUnreachable, RequestFailed, OSError) as exc:  # OSError: CMD removed our working directory
         print(f"lockstep run: the command's [[trigger]]s were not run: {exc}", file=sys.stderr)
 
 

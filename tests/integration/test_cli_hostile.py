@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 from .conftest import LOCKSTEP, PROJECT, Result, cli, env_for, holders
 
@@ -205,3 +206,13 @@ def test_a_removed_current_directory_is_bad_input_in_one_line(repo):
         gone.mkdir()  # for the next verb
         assert proc.returncode == 2 and "no longer exists" in proc.stdout and proc.stderr == "", (verb, proc)
         assert json.loads(proc.stdout)["error"]["code"] == "bad_path"
+
+
+NOT_UTF8 = "bad\udcff.py"  # os.fsdecode(b"bad\xff.py"): a name of bytes that are not UTF-8
+
+
+def test_run_exits_with_the_commands_status_when_its_arguments_are_not_utf8(repo, coordinator):
+    coordinator(*FAST)
+    ran = cli("run", "--agent", "runner", "--", sys.executable, "-c", "import sys; sys.exit(7)", NOT_UTF8, cwd=repo.root)
+    assert ran.rc == 7 and "Traceback" not in ran.err, ran  # reporting the command line failed: exit 1, a traceback
+
