@@ -80,6 +80,11 @@ def handle_errors(fn: Callable) -> Callable:
         except Failure as exc:
             emit_error(as_json, exc.code, exc.message)
             sys.exit(exc.exit_code)
+        except UnicodeEncodeError as exc:  # an argument of bytes that are not UTF-8 (a file's name, a message)
+            raw = os.fsencode(exc.object) if isinstance(exc.object, str) else bytes(exc.object)
+            shown = raw.decode("utf-8", "backslashreplace")
+            emit_error(as_json, "bad_request", f"'{shown}' is not UTF-8 text: Lockstep sends names and text as UTF-8 (rename such a file)")
+            sys.exit(EXIT_USAGE)
         except LockstepError as exc:
             code = getattr(exc, "code", None)
             if isinstance(code, str) and hasattr(exc, "message"):

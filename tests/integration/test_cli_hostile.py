@@ -216,3 +216,12 @@ def test_run_exits_with_the_commands_status_when_its_arguments_are_not_utf8(repo
     ran = cli("run", "--agent", "runner", "--", sys.executable, "-c", "import sys; sys.exit(7)", NOT_UTF8, cwd=repo.root)
     assert ran.rc == 7 and "Traceback" not in ran.err, ran  # reporting the command line failed: exit 1, a traceback
 
+
+def test_arguments_that_are_not_utf8_are_bad_input_in_one_line(repo, coordinator):
+    coordinator(*FAST)
+    for argv in (["claim", "--agent", "alice", NOT_UTF8], ["intent", "--agent", "alice", NOT_UTF8], ["send", "--to", "bob", NOT_UTF8]):
+        said = cli(*argv, cwd=repo.root)
+        assert said.rc == 2 and said.err == "lockstep: 'bad\\xff.py' is not UTF-8 text: Lockstep sends names and text as UTF-8 (rename such a file)\n", said
+        as_json = cli(*argv, "--json", cwd=repo.root)
+        assert as_json.rc == 2 and as_json.json["error"]["code"] == "bad_request", as_json
+    assert holders(repo) == {}  # and the coordinator serves on
