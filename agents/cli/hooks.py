@@ -244,10 +244,29 @@ def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: st
         sys.exit(EXIT_REFUSED)
 
 
+GUARD_BATCH_BYTES = 64 * 1024  # path text per request: a commit of any size fits the message cap
+HELD_LISTED = 20  # held files named in a refusal (the rest counted)
+
+
+def _batches(paths: list[str]) -> list[list[str]]:
+    """``paths`` in order, cut into requests of at most ``GUARD_BATCH_BYTES`` of names (a
+    vendored tree of 20,000 files was one request over the cap: no commit at all)."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for path in paths:
+        cost = len(path.encode("utf-8", "surrogateescape")) + 8
+        if batches[-1] and size + cost > GUARD_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(path)
+        size += cost
+    return batches
+
+
 def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bool, str]:
     """(blocked, reason): as an agent, by write intents; as a person, by live claims."""
     from protocol import messages as m
-    from protocol.paths import Pattern, escape, overlaps
+    from protocol.paths import Pattern, PatternIndex, escape
 
     named = {escape(path): path for path in files}  # git names files: '[' in a name is a '['
     files = list(named)
@@ -255,7 +274,10 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
         from agents.oneshot import open_oneshot
 
         with open_oneshot(agent, endpoint=endpoint) as session:
-            decision = session.intent(files)
+            for batch in _batches(files):
+                decision = session.intent(batch)
+                if decision.verdict == "block":
+                    break
         return decision.verdict == "block", decision.reason
     # A person: the fresh-base gate on this worktree's HEAD (the coordinator's index of the
     # integration branch decides, as for an agent's intent), then others' live claims and
@@ -265,26 +287,33 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     worktree = discovery.locate().worktree
     head = read_head(worktree)
     if head is not None:  # concluding a merge: the commits it brings are in the commit too
-        fresh = ask(endpoint, m.Fresh(paths=files, head=head, merging=merge_heads(worktree)))
-        if fresh.verdict == "block":
-            return True, fresh.reason
-        if fresh.verdict == "warn":
-            click.echo(f"lockstep guard: warning: {fresh.reason}", err=True)
+        merging = merge_heads(worktree)
+        for batch in _batches(files):
+            fresh = ask(endpoint, m.Fresh(paths=batch, head=head, merging=merging))
+            if fresh.verdict == "block":
+                return True, fresh.reason
+            if fresh.verdict == "warn":
+                click.echo(f"lockstep guard: warning: {fresh.reason}", err=True)
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
-    held = [
-        f"{named[path]} (held by {c.holder})"
-        for path in files
-        for c in state.claims
-        if c.holder in live and overlaps(Pattern.parse(c.pattern), Pattern.parse(path))
-    ]
-    held += [
-        f"{named[path]} (in {h.holder}'s merge hold: {h.reason})"
-        for path in files
-        for h in state.merge_holds
-        if overlaps(Pattern.parse(h.path), Pattern.parse(path))
-    ]
-    return bool(held), ("held by live agents: " + ", ".join(held) if held else "no live agent holds these files")
+    claims, holds = list(state.claims), list(state.merge_holds)
+    claimed: PatternIndex = PatternIndex()
+    for c in claims:
+        if c.holder in live:
+            claimed.add(Pattern.parse(c.pattern), c)
+    merge_held: PatternIndex = PatternIndex()
+    for h in holds:
+        merge_held.add(Pattern.parse(h.path), h)
+    held: list[str] = []
+    for path in files:
+        query = Pattern.parse(path)
+        holders = dict.fromkeys(c.holder for _, c in claimed.overlapping(query))
+        held += [f"{named[path]} (held by {holder})" for holder in holders]
+        held += [f"{named[path]} (in {h.holder}'s merge hold: {h.reason})" for _, h in merge_held.overlapping(query)]
+    if not held:
+        return False, "no live agent holds these files"
+    more = f", and {len(held) - HELD_LISTED} more" if len(held) > HELD_LISTED else ""
+    return True, "held by live agents: " + ", ".join(held[:HELD_LISTED]) + more
 
 
 @guard.command("pre-commit")

@@ -225,3 +225,28 @@ def test_arguments_that_are_not_utf8_are_bad_input_in_one_line(repo, coordinator
         as_json = cli(*argv, "--json", cwd=repo.root)
         assert as_json.rc == 2 and as_json.json["error"]["code"] == "bad_request", as_json
     assert holders(repo) == {}  # and the coordinator serves on
+
+
+def _stage(root, paths: list[str]) -> None:
+    for path in paths:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("x\n")
+    done = subprocess.run(["git", "add", "-A"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_guard_checks_a_commit_of_any_size(repo, coordinator):
+    """12,000 staged files name more than one request may carry: the guard failed with
+    `message ... exceeds the cap` (exit 2), so no such commit could be made."""
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "alice", "vendor/pkg59/", cwd=repo.root).rc == 0
+    _stage(repo.other, [f"vendor/pkg{i // 200}/module_{i:06d}_{'x' * 30}.js" for i in range(12_000)])
+    person = cli("guard", "pre-commit", "--json", cwd=repo.other, timeout=120)
+    assert person.rc == 1 and "vendor/pkg59/" in person.json["reason"] and "held by alice" in person.json["reason"], person.out[:500]
+    agent = cli("guard", "pre-commit", "--json", cwd=repo.other, env={"LOCKSTEP_AGENT": "bob"}, timeout=120)
+    assert agent.rc == 1 and "alice" in agent.json["reason"], agent.out[:500]
+    for holder in ("alice", "bob"):  # bob's intents claimed the batches before alice's folder
+        assert cli("release", "--agent", holder, "--all", cwd=repo.root).rc == 0
+    free = cli("guard", "pre-commit", "--json", cwd=repo.other, timeout=120)
+    assert free.rc == 0 and free.json["allowed"] and len(free.json["files"]) == 12_000, free.out[:500]
+
