@@ -297,6 +297,12 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
     claims, holds = list(state.claims), list(state.merge_holds)
+    if state.summarised:  # too many claims to list: what overlaps each file, asked file by file
+        claims, holds = [], []
+        for path in files:
+            part = ask(endpoint, m.Status(path=path))
+            claims += part.claims
+            holds += part.merge_holds
     claimed: PatternIndex = PatternIndex()
     for c in claims:
         if c.holder in live:
