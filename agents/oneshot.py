@@ -196,7 +196,8 @@ class Connection:
         if len(frame) > m.MAX_MESSAGE_BYTES:
             # The coordinator refuses it; past HARD_FRAME_LIMIT its socket drops the
             # connection unanswered, which read as "unreachable" (exit 3): say it here.
-            message_text = f"message of {len(frame)} bytes exceeds the cap of {m.MAX_MESSAGE_BYTES}"
+            message_text = (f"message of {len(frame)} bytes exceeds the cap of {m.MAX_MESSAGE_BYTES}: "
+                            "name fewer paths at a time (or their folder, or a glob)")
             raise RequestFailed(m.Error(req=req, code="too_large", message=message_text))
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         if not self._wait(zmq.POLLOUT, deadline):

@@ -263,3 +263,12 @@ def test_the_guard_sees_a_persons_commit_of_a_held_file_when_status_is_summarise
     _stage(repo.other, ["many/d7/f000700_" + "y" * 40 + ".py"])
     person = cli("guard", "pre-commit", "--json", cwd=repo.other, timeout=120)
     assert person.rc == 1 and "held by bulk" in person.json["reason"], person
+
+
+def test_too_many_paths_at_once_says_what_to_do(repo, coordinator):
+    coordinator(*FAST)
+    paths = [f"many/d{i // 100}/f{i:06d}_{'z' * 40}.py" for i in range(6_000)]
+    said = cli("claim", "--agent", "alice", "--json", *paths, cwd=repo.root)
+    assert said.rc == 2 and said.json["error"]["code"] == "too_large", said.out[:300]
+    assert "name fewer paths at a time (or their folder, or a glob)" in said.json["error"]["message"]
+    assert holders(repo) == {}
