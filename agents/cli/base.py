@@ -237,10 +237,14 @@ class OneLineUsageError(click.UsageError):
         _emit_error(False, "usage", message)
 
 
+# A bare group's help, shown as a usage error since click 8.2 (8.1 printed it and exited 0).
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def _in_json(exc: click.UsageError, argv: list[str]) -> click.UsageError:
     """The usage error as the output asks: one JSON document under --json, else one line
     (a bare group, `lockstep guard`, still shows its help)."""
-    if isinstance(exc, (JsonUsageError, OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+    if isinstance(exc, (JsonUsageError, OneLineUsageError, NO_ARGS_IS_HELP)):
         return exc
     options = argv[: argv.index("--")] if "--" in argv else argv
     if "--json" not in options:
