@@ -4,7 +4,7 @@ coordinator's request loop spends deciding, as a ratio to the floor of any serve
 decodes a msgpack claim, stores it and encodes a reply.
 
     python bench/bench_core.py                  # CPU time, median of 5 rounds
-    python bench/bench_core.py --instructions   # instructions, under valgrind (about 2 min)
+    python bench/bench_core.py --instructions   # instructions, under valgrind (about 3 min)
 
 Workload: 100 live sessions, each claiming 200 distinct files one at a time (20,000
 grants; the registry grows from 0 to 20,000 claims), then releasing them; every message
@@ -15,7 +15,8 @@ Wall and CPU times swing with whatever else the machine runs; ``--instructions``
 executed instructions with callgrind instead (the same count for the same code and
 inputs, however loaded the machine: a figure two trees can be compared by across days).
 It runs each measurement twice, with and without the workload, and subtracts, so the
-interpreter's start-up and imports cancel out.  It is a benchmark, not a test.
+interpreter's start-up and imports cancel out (a release: the claims and their releases,
+minus the claims).  It is a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -115,15 +116,20 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind (callgrind)")
     parser.add_argument("--per-session", type=int, default=None, help="claims per session (default 200; 20 with --instructions)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=["core", "floor"], help=argparse.SUPPRESS)  # one measured run, for --instructions
+    parser.add_argument("--only", choices=["core", "release", "floor"], help=argparse.SUPPRESS)  # one measured run, for --instructions
     args = parser.parse_args()
     if args.only:  # inside valgrind: build the workload, run one side of it once
         # The codec builds its decoder on first use: build it here, in both measured runs,
         # so that its one-time cost cancels out instead of landing on the claims.
         decode_request(encode(m.Heartbeat(session="warm-up")))
-        core, claims, _ = workload(args.per_session)
+        core, claims, releases = workload(args.per_session)
         gc.disable()  # the collector's passes depend on allocation history, not on the code measured
-        run_core(core, claims, 2.0) if args.only == "core" else run_floor(claims)
+        if args.only == "floor":
+            run_floor(claims)
+            return
+        run_core(core, claims, 2.0)
+        if args.only == "release":
+            run_core(core, releases, 3.0)
         return
     print(f"command: python bench/{Path(__file__).name} {' '.join(sys.argv[1:])}")
     print(f"python {sys.version.split()[0]}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -133,7 +139,9 @@ def main() -> None:
         per_session = args.per_session or 20
         n = per_session * SESSIONS
         core, floor = instructions("core", per_session) / n, instructions("floor", per_session) / n
+        release = instructions("release", per_session) / n - core
         print(f"claims   {core:9,.0f} instructions each ({n:,} grants)")
+        print(f"releases {release:9,.0f} instructions each")
         print(f"floor    {floor:9,.0f} instructions each (decode + dict insert + encode a Granted)")
         print(f"ratio    claims / floor = {core / floor:.1f}")
     else:
