@@ -11,6 +11,7 @@ import pickle
 import re
 from functools import lru_cache
 from itertools import product
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -835,5 +836,44 @@ def test_the_plain_path_shortcut_builds_what_the_general_parse_builds(text):
 
 def test_plain_paths_take_the_shortcut_and_others_do_not():
     assert paths._plain_segments("src/app.py") == ("src", "app.py")
-    for text in ["src//app.py", "./src", "src/", "src/./a", "a/../b", "/abs", "c:x", "a*", "a\\*", "", "a b", "x" * 5000]:
+    assert paths._plain_segments("a_b/c-d/e+f@g,h=i~j%k.py") == ("a_b", "c-d", "e+f@g,h=i~j%k.py")
+    for text in [
+        "src//app.py", "./src", "src/", "src/./a", "a/../b", "/abs", "c:x", "a*", "a\\*", "", "a b", "x" * 5000,
+        "/", "a//", "café/x.py", "a\x00b", "a\tb", "..", ".", 7, None,
+    ]:
         assert paths._plain_segments(text) is None, text
+
+
+def _slots(pattern: Pattern) -> dict:
+    return {name: getattr(pattern, name) for name in paths._PatternSlots.__slots__}
+
+
+@given(
+    st.one_of(
+        st.text(alphabet="ab.-_/*?[]\\:~é \x00", min_size=1, max_size=12),
+        st.from_regex(r"[A-Za-z0-9_.+@,=~%-]{1,6}(/[A-Za-z0-9_.+@,=~%-]{1,6}){0,5}", fullmatch=True),
+        st.text(max_size=16),
+    )
+)
+def test_a_pattern_built_by_the_plain_path_shortcut_is_the_general_parse(text):
+    """Whatever the shortcut takes, the general parse (the shortcut turned off) accepts
+    and builds the same pattern, slot for slot."""
+    if paths._plain_segments(text) is None:
+        return
+    shortcut = Pattern(text)
+    with patch.object(paths, "_plain_segments", lambda _: None):
+        general = Pattern(text)
+    assert type(shortcut) is type(general) is Pattern
+    assert _slots(shortcut) == _slots(general)
+
+
+def test_a_pattern_is_immutable_once_built():
+    for text in ["src/x.py", "src/*.py", "src/"]:
+        pattern = Pattern(text)
+        with pytest.raises(AttributeError):
+            pattern.text = "other"  # type: ignore[misc]
+        with pytest.raises(AttributeError):
+            pattern.is_literal = False  # type: ignore[misc]
+        with pytest.raises(AttributeError):
+            del pattern.segments
+        assert pattern.text == text and Pattern.parse(text) == pattern
