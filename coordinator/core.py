@@ -395,8 +395,11 @@ class Core:
         stood still is nobody's silence, so every lease is extended by it."""
         last = self._last_now
         self._last_now = now
-        self.out.begin_message()
-        if last is not None and now - last > max(self.settings.heartbeat, 0.25):
+        # Run on every message: out.begin_message() and ``gap > max(heartbeat, 0.25)``,
+        # written out without their calls.
+        out = self.out
+        out.mark = len(out.effects)
+        if last is not None and now - last > self.settings.heartbeat and now - last > 0.25:
             self._counts["pauses"] += 1
             self._record(rec.CoordinatorPaused(gap=round(now - last, 3)))
             self.out.begin_message()
@@ -502,7 +505,8 @@ class Core:
 
     # ================================================================ grants
 
-    def _grant(self, agent: Agent, patterns: list[Pattern], access: str, ttl: float | None, *, auto: bool) -> int:
+    def _grant(self, agent: Agent, texts: list[str], access: str, ttl: float | None, *, auto: bool) -> int:
+        """Grant ``texts`` (canonical pattern texts, in the record as given) to ``agent``."""
         reg = self.registry
         token = reg.next_token
         if token > reg.reserved_until:
@@ -512,7 +516,7 @@ class Core:
                 agent=agent.name,
                 session=agent.session,
                 token=token,
-                patterns=[p.text for p in patterns],
+                patterns=texts,
                 access=access,
                 ttl=ttl,
                 auto=auto,
@@ -771,7 +775,8 @@ class Core:
     def _on_claim(self, peer, msg: m.Claim, now: float) -> None:
         agent = self._session(msg.session, now)
         patterns = _parse_new_patterns(msg.paths)
-        _check_ttl(msg.ttl)
+        if msg.ttl is not None:
+            _check_ttl(msg.ttl)
         access = "shared" if msg.shared else "exclusive"
         stale = self._stale_bases([p for p in patterns if p.is_literal], msg.head, msg.merging) if msg.head is not None else []
         if stale and self._stale_blocks():
@@ -782,8 +787,7 @@ class Core:
             self._reply(peer, m.Granted(req=msg.req, token=held, patterns=[p.text for p in patterns]))
             return
         conflicts = self._conflicts_for(agent.name, patterns, access, now)
-        mode = self.settings.mode
-        if policy.refuses(mode, conflicts):
+        if conflicts and policy.refuses(self.settings.mode, conflicts):
             self._refuse_claim(peer, msg, agent, patterns, conflicts, _summary(conflicts))
             return
         if stale:
@@ -791,13 +795,14 @@ class Core:
                 m.Conflict(holder=s.author, pattern=s.path, access="stale-base", reason=text)
                 for s, text in zip(stale, _stale_reasons(stale))
             ]
-        token = self._grant(agent, patterns, access, msg.ttl, auto=False)
-        data = {"token": token, "patterns": [p.text for p in patterns], "access": access}
-        conflicts = conflicts[:CONFLICTS_LISTED]
+        texts = [p.text for p in patterns]
+        token = self._grant(agent, texts, access, msg.ttl, auto=False)
+        data = {"token": token, "patterns": texts, "access": access}
         if conflicts:
+            conflicts = conflicts[:CONFLICTS_LISTED]
             data["warnings"] = [msgspec.to_builtins(c) for c in conflicts]
         self._publish("claim.granted", agent.name, data)
-        self._reply(peer, m.Granted(req=msg.req, token=token, patterns=data["patterns"], warnings=conflicts))
+        self._reply(peer, m.Granted(req=msg.req, token=token, patterns=texts, warnings=conflicts))
 
     def _held_exclusively(self, agent: Agent, patterns: list[Pattern]) -> int | None:
         """The token of the one exclusive grant of this session holding exactly these
@@ -855,9 +860,14 @@ class Core:
     def _conflicts_for(self, name: str, patterns: list[Pattern], access: str, now: float) -> list[m.Conflict]:
         reg = self.registry
         conflicts: list[m.Conflict] = []
+        # Holds and merge holds are rare: while there are none, their (empty) lists of
+        # conflicts are not asked for at all.
+        holds, merge_holds = len(reg.holds), reg.merge_holds_by_path
         for pattern in patterns:
-            conflicts += policy.hold_conflicts(reg, name, pattern, now)
-            conflicts += self._merge_conflicts(name, pattern)
+            if holds:
+                conflicts += policy.hold_conflicts(reg, name, pattern, now)
+            if merge_holds:
+                conflicts += self._merge_conflicts(name, pattern)
             conflicts += policy.claim_conflicts(reg, name, pattern, access)
         if self.settings.mode == "serial":
             conflicts += policy.serial_conflicts(reg, name)
@@ -1079,8 +1089,9 @@ class Core:
             return IntentOutcome("warn", "allowed with conflicts: " + _summary(conflicts) + narrow, None, conflicts)
         granted = None
         if unowned and self.settings.auto_claim:
-            granted = self._grant(agent, unowned, "exclusive", None, auto=True)
-            self._publish("claim.granted", agent.name, {"token": granted, "patterns": [p.text for p in unowned], "access": "exclusive", "auto": True})
+            texts = [p.text for p in unowned]
+            granted = self._grant(agent, texts, "exclusive", None, auto=True)
+            self._publish("claim.granted", agent.name, {"token": granted, "patterns": texts, "access": "exclusive", "auto": True})
         result_token = granted if granted is not None else (covering_tokens[0] if covering_tokens else None)
         if granted is not None:
             reason = f"allowed; claimed {', '.join(p.text for p in unowned)} for {agent.name} (token {granted})"
@@ -1366,6 +1377,8 @@ def _parse_new_patterns(paths: list[str]) -> list[Pattern]:
 def _parse_patterns(paths: list[str]) -> list[Pattern]:
     if not paths:
         raise PeerError("bad_request", "no paths given")
+    if len(paths) == 1:  # the usual request: nothing to deduplicate
+        return [Pattern.parse(paths[0])]
     seen: dict[str, Pattern] = {}
     for text in paths:
         pattern = Pattern.parse(text)

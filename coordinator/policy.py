@@ -67,9 +67,12 @@ def hold_conflicts(registry: Registry, agent: str, pattern: Pattern, now: float)
 def claim_conflicts(
     registry: Registry, agent: str, pattern: Pattern, access: str
 ) -> list[Conflict]:
+    overlapping = registry.claims.overlapping(pattern)
+    if not overlapping:  # the usual claim: no comprehension to run
+        return []
     return [
         _claim_conflict(entry)
-        for _, entry in registry.claims.overlapping(pattern)
+        for _, entry in overlapping
         if entry.agent != agent and (access == "exclusive" or entry.access == "exclusive")
     ]
 

@@ -429,6 +429,20 @@ class Registry:
         ledger's time; live records are written ``now``).  Only shown times use it."""
         if at is None:
             at = now
+        kind = type(record)
+        # Grants and releases are most of what is applied: taken by their exact types
+        # before the match's chain of isinstance tests.  No record type derives from
+        # either, so the match would take the same case; the tail is the same too.
+        if kind is rec.ClaimGranted:
+            self._granted(record, now, at)
+            if record.token >= self.next_token:
+                self.next_token = record.token + 1
+            self._seen(record.session, at)
+            return
+        if kind is rec.ClaimReleased:
+            self._released(record, now)
+            self._seen(record.session, at)
+            return
         match record:
             case rec.IntentDecided():
                 self._intent_decided(record, now)
@@ -510,8 +524,13 @@ class Registry:
                     hold = self.merge_holds_by_path.pop(path, None)
                     if hold is not None:
                         self.merge_holds.remove(hold.path, hold)
-        if record.session is not None and not isinstance(record, rec.AgentStale):
-            agent = self.sessions.get(record.session)  # it did this, so it was heard of
+        if not isinstance(record, rec.AgentStale):
+            self._seen(record.session, at)
+
+    def _seen(self, session: str | None, at: float) -> None:
+        """A record of ``session`` at ``at``: it did this, so it was heard of."""
+        if session is not None:
+            agent = self.sessions.get(session)
             if agent is not None and agent.seen < at:
                 agent.seen = at
 
@@ -570,34 +589,34 @@ class Registry:
                 del self.agents[agent.name]
 
     def _granted(self, record: rec.ClaimGranted, now: float, at: float) -> None:
-        ttl = record.ttl
+        agent, session, token, access, ttl = record.agent, record.session, record.token, record.access, record.ttl
+        expires_at = None if ttl is None else now + ttl
+        by_agent = self.claims_by_agent
         for text in record.patterns:
             pattern = Pattern.parse(text)
-            old = self.entry_named(record.agent, pattern.text)
+            text = pattern.text  # canonical
+            mine = by_agent.get(agent)
+            old = None if mine is None else mine.get(text)
             if old is not None:
                 self._remove_entry(old)  # superseded: the new token is the live grant
-            entry = ClaimEntry(
-                pattern=pattern,
-                agent=record.agent,
-                session=record.session,
-                token=record.token,
-                access=record.access,
-                since=now,
-                expires_at=None if ttl is None else now + ttl,
-                granted=at,
-            )
+                mine = by_agent.get(agent)  # (gone if that was its only claim)
+            entry = ClaimEntry(pattern, agent, session, token, access, now, expires_at, at)
             self.claims.add(pattern, entry)
-            self.claims_by_agent.setdefault(record.agent, {})[pattern.text] = entry
-            self.claim_chars += len(pattern.text) + len(record.agent)
-            if entry.expires_at is not None:
+            if mine is None:
+                mine = by_agent[agent] = {}
+            mine[text] = entry
+            self.claim_chars += len(text) + len(agent)
+            if expires_at is not None:
                 self.expiring[id(entry)] = entry
-            if entry.access == "exclusive":
-                self.exclusive_count[record.agent] += 1
+            if access == "exclusive":
+                counts = self.exclusive_count
+                counts[agent] = counts.get(agent, 0) + 1
 
     def _released(self, record: rec.ClaimReleased | rec.ClaimExpired, now: float) -> None:
         hold_for = record.hold_for
+        mine = self.claims_by_agent.get(record.agent)
         for text in record.patterns:
-            entry = self.entry_named(record.agent, text)
+            entry = None if mine is None else mine.get(text)
             if entry is not None and entry.token == record.token:
                 self._remove_entry(entry)
                 if hold_for > 0:
@@ -612,17 +631,22 @@ class Registry:
         self.merge_holds_by_path[hold.path.text] = hold
 
     def _remove_entry(self, entry: ClaimEntry) -> None:
-        self.claims.remove(entry.pattern, entry)
-        mine = self.claims_by_agent[entry.agent]
-        del mine[entry.pattern.text]
-        self.claim_chars -= len(entry.pattern.text) + len(entry.agent)
-        self.expiring.pop(id(entry), None)
+        pattern, agent = entry.pattern, entry.agent
+        self.claims.remove(pattern, entry)
+        mine = self.claims_by_agent[agent]
+        del mine[pattern.text]
+        self.claim_chars -= len(pattern.text) + len(agent)
+        if entry.expires_at is not None:  # only entries with a TTL are in ``expiring``
+            self.expiring.pop(id(entry), None)
         if not mine:
-            del self.claims_by_agent[entry.agent]
+            del self.claims_by_agent[agent]
         if entry.access == "exclusive":
-            self.exclusive_count[entry.agent] -= 1
-            if self.exclusive_count[entry.agent] <= 0:
-                del self.exclusive_count[entry.agent]
+            counts = self.exclusive_count
+            left = counts.get(agent, 0) - 1
+            if left > 0:
+                counts[agent] = left
+            else:
+                counts.pop(agent, None)
 
     def _job_started(self, record: rec.JobStarted) -> None:
         self.job_counter += 1
