@@ -684,8 +684,10 @@ class _TrieNode(Generic[Item]):
     def __init__(self) -> None:
         self.children: dict[str, _TrieNode[Item]] = {}
         # Entries whose anchor ends exactly here, grouped by pattern so that one
-        # overlap test serves every item claiming the same pattern.
-        self.entries: dict[Pattern, list[Item]] = {}
+        # overlap test serves every item claiming the same pattern: pattern text ->
+        # (pattern, items).  Keyed by the text (equal patterns, equal texts): a str
+        # hashes without calling Pattern.__hash__.
+        self.entries: dict[str, tuple[Pattern, list[Item]]] = {}
 
 
 class PatternIndex(Generic[Item]):
@@ -702,13 +704,14 @@ class PatternIndex(Generic[Item]):
         self._count = 0
         # Most entries are literal paths, and a literal overlaps another literal only
         # when their texts are equal: while no wildcard entry is stored, a literal
-        # query is one dict lookup instead of a trie walk.  The lists are the trie's.
+        # query is one dict lookup instead of a trie walk.  The groups are the trie's.
         self._literals: dict[str, tuple[Pattern, list[Item]]] = {}
         self._wildcards = 0  # entries whose pattern is not literal
 
     def add(self, pattern: Pattern, item: Item) -> None:
+        text = pattern.text
         if pattern.is_literal:
-            found = self._literals.get(pattern.text)
+            found = self._literals.get(text)
             if found is not None:
                 found[1].append(item)
                 self._count += 1
@@ -721,10 +724,12 @@ class PatternIndex(Generic[Item]):
             if child is None:
                 child = node.children[segment] = _TrieNode()
             node = child
-        items = node.entries.setdefault(pattern, [])
-        items.append(item)
-        if pattern.is_literal:
-            self._literals[pattern.text] = (pattern, items)
+        group = node.entries.get(text)
+        if group is None:
+            group = node.entries[text] = (pattern, [])
+            if pattern.is_literal:
+                self._literals[text] = group
+        group[1].append(item)
         self._count += 1
 
     def remove(self, pattern: Pattern, item: Item) -> None:
@@ -736,9 +741,11 @@ class PatternIndex(Generic[Item]):
                 raise KeyError((pattern, item))
             path.append(child)
         node = path[-1]
-        items = node.entries.get(pattern)
-        if items is None:
+        text = pattern.text
+        group = node.entries.get(text)
+        if group is None:
             raise KeyError((pattern, item))
+        items = group[1]
         try:
             items.remove(item)
         except ValueError:
@@ -746,9 +753,9 @@ class PatternIndex(Generic[Item]):
         if not pattern.is_literal:
             self._wildcards -= 1
         if not items:
-            del node.entries[pattern]
+            del node.entries[text]
             if pattern.is_literal:
-                del self._literals[pattern.text]
+                del self._literals[text]
         self._count -= 1
         # Prune nodes left empty, bottom-up, so the trie never outgrows its entries.
         for depth in range(len(path) - 1, 0, -1):
@@ -764,7 +771,7 @@ class PatternIndex(Generic[Item]):
         pending = [self._root]
         while pending:
             node = pending.pop()
-            for pattern, items in node.entries.items():
+            for pattern, items in node.entries.values():
                 for item in items:
                     yield pattern, item
             pending.extend(node.children.values())
@@ -777,17 +784,17 @@ class PatternIndex(Generic[Item]):
         """
         groups: list[tuple[Pattern, list[Item]]] = []
         node = self._root
-        groups.extend(node.entries.items())
+        groups.extend(node.entries.values())
         for segment in query.anchor:
             child = node.children.get(segment)
             if child is None:
                 return groups  # nothing stored extends the query's anchor
             node = child
-            groups.extend(node.entries.items())
+            groups.extend(node.entries.values())
         pending = list(node.children.values())
         while pending:
             descendant = pending.pop()
-            groups.extend(descendant.entries.items())
+            groups.extend(descendant.entries.values())
             pending.extend(descendant.children.values())
         return groups
 
