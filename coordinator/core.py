@@ -539,20 +539,22 @@ class Core:
             self._publish(released.KIND, holder, {"token": token, **rec.data_of(record)})
             self._counts["releases"] += 1
             if not extra.get("forced"):
-                self._hold_unmerged(holder, group[0].session, [e.pattern for e in group])
+                self._hold_unmerged(holder, group[0].session, group)
 
     # ================================================================ merge holds
 
-    def _hold_unmerged(self, holder: str, session: str, patterns: list[Pattern]) -> None:
+    def _hold_unmerged(self, holder: str, session: str, released: list[ClaimEntry]) -> None:
         """Released paths with commits on the holder's branch that main lacks stay held."""
         index = self.integration
+        if index is None:
+            return
         agent = self.registry.sessions.get(session)
-        if index is None or agent is None or not agent.worktree:
+        if agent is None or not agent.worktree:
             return
         branch = index.worktree_branch.get(agent.worktree)
         if not branch or branch == index.branch:
             return
-        found = mergeholds.held_paths(index.unmerged.get(branch, {}), patterns)
+        found = mergeholds.held_paths(index.unmerged.get(branch, {}), [e.pattern for e in released])
         held = self.registry.merge_holds_by_path
         found = {
             path: commits for path, commits in found.items()
@@ -887,10 +889,13 @@ class Core:
         else:
             if not msg.paths:
                 raise PeerError("bad_request", "name the paths to release, or use --all")
-            wanted = [p.text for p in _parse_patterns(msg.paths)]
-            found = {text: self.registry.entry_named(agent.name, text) for text in wanted}  # not a walk of all it holds
-            entries = [e for e in found.values() if e is not None]
-            missing = [text for text, e in found.items() if e is None]
+            entries, missing = [], []
+            for pattern in _parse_patterns(msg.paths):  # (distinct texts)
+                entry = self.registry.entry_named(agent.name, pattern.text)  # not a walk of all it holds
+                if entry is not None:
+                    entries.append(entry)
+                else:
+                    missing.append(pattern.text)
             if missing:
                 held = ", ".join(sorted({e.pattern.text for e in self.registry.entries_of(agent.name)})) or "nothing"
                 raise PeerError("bad_request", f"{agent.name} holds no claim on {', '.join(sorted(missing))} (holds: {held})")
@@ -913,6 +918,8 @@ class Core:
 
     def _released_uncommitted(self, agent: Agent, entries: list[ClaimEntry], paths, when: str) -> list[str]:
         """Record (and tell the agent) which released paths had uncommitted changes."""
+        if not paths:  # the client saw none (or did not look)
+            return []
         dirty = touched([e.pattern for e in entries], paths)
         if dirty:
             record = rec.ReleaseUncommitted(
