@@ -227,7 +227,7 @@ class Core:
             self.out.append(Send(peer, m.Error(req=req, code="internal", message=f"the coordinator hit a bug handling {type(message).__name__}: {exc!r} (see coordinator.log)")))
         if session is not None:
             self._keep_answer(peer, session, message)
-        return self._flush()
+        return self.out.flush()
 
     def _keep_answer(self, peer: Any, session: str, message: m.Request) -> None:
         """Remember this request's answer (not an error) for a retry of it."""
@@ -241,9 +241,12 @@ class Core:
             return
         if type(answer) is m.Error or session not in self.registry.sessions:
             return
-        kept = self._answers.setdefault(session, {})
-        kept.pop(message.req, None)
-        kept[message.req] = (peer, message, answer)
+        kept = self._answers.get(session)
+        if kept is None:
+            kept = self._answers[session] = {}
+        elif req in kept:
+            del kept[req]  # kept again below, as the newest
+        kept[req] = (peer, message, answer)
         if len(kept) > ANSWERS_KEPT:
             del kept[next(iter(kept))]  # the oldest
 
