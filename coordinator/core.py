@@ -533,8 +533,11 @@ class Core:
     ) -> None:
         """Release entries, one ledger record per (holder, token)."""
         groups: dict[tuple[str, int], list[ClaimEntry]] = {}
-        for entry in entries:
-            groups.setdefault((entry.agent, entry.token), []).append(entry)
+        if len(entries) == 1:  # the usual release: one group, without building it
+            groups[entries[0].agent, entries[0].token] = entries
+        else:
+            for entry in entries:
+                groups.setdefault((entry.agent, entry.token), []).append(entry)
         for (holder, token), group in groups.items():
             patterns = [e.pattern.text for e in group]
             record = released(agent=holder, session=group[0].session, token=token, patterns=patterns, reason=reason, hold_for=hold_for, **extra)
@@ -911,12 +914,11 @@ class Core:
                 f"released with uncommitted changes to {', '.join(dirty[:5])}{more} in {agent.worktree or 'its worktree'}: "
                 "commit them (and merge) or others will not see them"
             )
+        # (one entry, the usual release: its text is the sorted set of texts)
+        patterns = [entries[0].pattern.text] if len(entries) == 1 else sorted({e.pattern.text for e in entries})
         self._reply(
             peer,
-            m.Released(
-                req=msg.req, patterns=sorted({e.pattern.text for e in entries}), holders=[agent.name] if entries else [],
-                uncommitted=dirty, warning=warning,
-            ),
+            m.Released(req=msg.req, patterns=patterns, holders=[agent.name] if entries else [], uncommitted=dirty, warning=warning),
         )
 
     def _released_uncommitted(self, agent: Agent, entries: list[ClaimEntry], paths, when: str) -> list[str]:
