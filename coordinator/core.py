@@ -58,6 +58,9 @@ ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 # Live sessions at once: far above any team's agents, and a bound on what a loop opening
 # sessions (a one-shot session lives for its TTL, which the client may set) can hold.
 MAX_LIVE_SESSIONS = 10_000
+# Live claims at once: each costs about 1.7 KB of the coordinator (100,000: +165 MiB).
+# Past it a claim is refused and a write intent allowed without claiming.
+MAX_LIVE_CLAIMS = 200_000
 
 
 class CoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -794,6 +797,11 @@ class Core:
         if held is not None:  # a re-claim: the grant it already has, not a new token
             self._reply(peer, m.Granted(req=msg.req, token=held, patterns=[p.text for p in patterns]))
             return
+        if len(self.registry.claims) + len(patterns) > MAX_LIVE_CLAIMS:
+            raise PeerError(
+                "refused", f"{len(self.registry.claims):,} claims are live (at most {MAX_LIVE_CLAIMS:,}): release some, "
+                "or claim folders or globs (src/api/**) instead of their files",
+            )
         conflicts = self._conflicts_for(agent.name, patterns, access, now)
         if conflicts and policy.refuses(self.settings.mode, conflicts):
             self._refuse_claim(peer, msg, agent, patterns, conflicts, _summary(conflicts))
@@ -1100,6 +1108,8 @@ class Core:
         if conflicts:  # parallel-warn: allowed, nothing claimed
             return IntentOutcome("warn", "allowed with conflicts: " + _summary(conflicts) + narrow, None, conflicts)
         granted = None
+        if unowned and self.settings.auto_claim and len(reg.claims) + len(unowned) > MAX_LIVE_CLAIMS:
+            return IntentOutcome("allow", f"allowed; not claimed: {len(reg.claims):,} claims are live (at most {MAX_LIVE_CLAIMS:,})")
         if unowned and self.settings.auto_claim:
             texts = [p.text for p in unowned]
             granted = self._grant(agent, texts, "exclusive", None, auto=True)

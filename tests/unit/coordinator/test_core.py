@@ -669,3 +669,21 @@ def test_live_sessions_are_bounded_and_a_live_agent_still_resumes(monkeypatch):
     assert isinstance(resumed, m.Welcome) and resumed.resumed
     assert isinstance(d.send(m.Bye(session=sessions[1])), m.Ok)  # one ends: room for one
     assert isinstance(d.send(m.Hello(agent="now-it-fits")), m.Welcome)
+
+
+def test_live_claims_are_bounded_a_claim_past_them_is_refused_and_an_intent_allowed_unclaimed(monkeypatch):
+    from coordinator import core
+
+    monkeypatch.setattr(core, "MAX_LIVE_CLAIMS", 3)
+    d = Driver()
+    a, b = d.hello("alice"), d.hello("bob")
+    assert isinstance(d.claim(a, "src/1.py", "src/2.py"), m.Granted)
+    recorded = len(d.records)
+    refused = d.claim(b, "src/3.py", "src/4.py")
+    assert isinstance(refused, m.Error) and refused.code == "refused" and "at most 3" in refused.message
+    assert len(d.records) == recorded  # nothing recorded
+    assert isinstance(d.claim(a, "src/1.py", "src/2.py"), m.Granted)  # a re-claim adds nothing: still answered
+    assert isinstance(d.claim(b, "src/3.py"), m.Granted)  # the last one that fits
+    decision = d.intent(b, "src/5.py")
+    assert decision.verdict == "allow" and decision.token is None and "not claimed" in decision.reason
+    assert d.intent(a, "src/3.py").verdict == "block"  # a held path is still in the way
