@@ -49,6 +49,21 @@ def _messages_handled(raw: RawClient, req: int, counter: str = "messages") -> in
     return reply.statistics["core"][counter]
 
 
+def _growth_while(process: psutil.Process, before: int, handled, what: str) -> int:
+    """The coordinator's peak RSS over ``before`` until ``handled(poll)`` says the flood
+    was handled (``poll`` numbers the quiet client's status requests)."""
+    peak, polls = before, 0
+
+    def done() -> bool:
+        nonlocal peak, polls
+        peak = max(peak, process.memory_info().rss)
+        polls += 1
+        return handled(polls)
+
+    wait_until(done, timeout=240, interval=0.2, what=what)
+    return max(peak, process.memory_info().rss) - before
+
+
 def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(repo, coordinator):
     c = coordinator(*STEADY)
     endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
@@ -66,19 +81,12 @@ def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(re
         for i in range(STATUSES):  # requests it will never read the answers of
             assert hog.poll(20_000, zmq.POLLOUT), "the coordinator stopped taking requests"
             hog.send(encode(m.Status(req=i)), zmq.NOBLOCK)
-        peak = before
-        polls = 0
-
-        def all_handled() -> bool:
-            nonlocal peak, polls
-            peak = max(peak, coordinator_process.memory_info().rss)
-            polls += 1
-            # The quiet client is answered all along, while the hog's requests are handled.
-            return _messages_handled(quiet, 90_000 + polls) >= start + STATUSES + polls
-
-        wait_until(all_handled, timeout=240, interval=0.2, what="the coordinator to handle every status of the hog")
-        peak = max(peak, coordinator_process.memory_info().rss)
-        assert peak - before < GROWTH_BOUND, f"coordinator grew by {(peak - before) >> 20} MiB"
+        # The quiet client is answered all along, while the hog's requests are handled.
+        growth = _growth_while(
+            coordinator_process, before, lambda poll: _messages_handled(quiet, 90_000 + poll) >= start + STATUSES + poll,
+            "the coordinator to handle every status of the hog",
+        )
+        assert growth < GROWTH_BOUND, f"coordinator grew by {growth >> 20} MiB"
 
         cut = _events(repo, "peer.cut_off")
         assert cut, "no peer.cut_off event in the ledger"
@@ -116,18 +124,11 @@ def test_a_client_sending_megabyte_frames_faster_than_they_are_read_does_not_gro
         flood.connect(endpoint)
         for _ in range(BIG_FRAMES):
             flood.send(frame)  # queued in the flooder's own socket once the coordinator pushes back
-        peak = before
-        polls = 0
-
-        def all_handled() -> bool:
-            nonlocal peak, polls
-            peak = max(peak, coordinator_process.memory_info().rss)
-            polls += 1
-            return _messages_handled(quiet, 90_000 + polls, "errors") >= start + BIG_FRAMES  # each refused too_large
-
-        wait_until(all_handled, timeout=240, interval=0.2, what="the coordinator to refuse every big frame")
-        peak = max(peak, coordinator_process.memory_info().rss)
-        assert peak - before < GROWTH_BOUND, f"coordinator grew by {(peak - before) >> 20} MiB"
+        growth = _growth_while(  # each frame refused too_large
+            coordinator_process, before, lambda poll: _messages_handled(quiet, 90_000 + poll, "errors") >= start + BIG_FRAMES,
+            "the coordinator to refuse every big frame",
+        )
+        assert growth < GROWTH_BOUND, f"coordinator grew by {growth >> 20} MiB"
         quiet.send(encode(m.Claim(session=session, paths=["src/after.py"], req=99_999)))
         assert isinstance(quiet.reply(timeout_ms=20_000), m.Granted)
     finally:
