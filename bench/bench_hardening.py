@@ -151,12 +151,18 @@ def _hold_claims(endpoint: str, repo: str, count: int, label: str, prefix: str, 
 
 def _hostile(coord: Coordinator, pub: str, proc: psutil.Process, seconds: float, ctx: zmq.Context) -> dict:
     """``seconds`` of a client that sends ``status`` requests as fast as its socket takes
-    them and never reads, a subscriber that never reads, and a client claiming and
-    releasing serially (publications for the subscriber); RSS sampled every 0.5 s."""
+    them and never reads, one that sends 1 MB frames as fast as its socket takes them
+    (each refused ``too_large``: what costs is taking them in), a subscriber that never
+    reads, and a client claiming and releasing serially (publications for the
+    subscriber); RSS sampled every 0.5 s."""
     hog = ctx.socket(zmq.DEALER)
     hog.setsockopt(zmq.LINGER, 0)
     hog.setsockopt(zmq.RCVHWM, 1)
     hog.connect(coord.endpoint)
+    big = ctx.socket(zmq.DEALER)
+    big.setsockopt(zmq.LINGER, 0)
+    big.connect(coord.endpoint)
+    big_frame = encode(m.SendText(to="nobody", text="x" * (m.HARD_FRAME_LIMIT - 100)))
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
     sub.setsockopt(zmq.RCVHWM, 1)
@@ -165,7 +171,7 @@ def _hostile(coord: Coordinator, pub: str, proc: psutil.Process, seconds: float,
     churn = Client(ctx, coord.endpoint)
     session = churn.hello(f"churn-{seconds}", coord.repo)
     samples: list[tuple[float, int]] = []
-    statuses = cycles = 0
+    statuses = cycles = frames = 0
     t0 = perf()
     next_sample = t0
     try:
@@ -175,6 +181,11 @@ def _hostile(coord: Coordinator, pub: str, proc: psutil.Process, seconds: float,
                     break
                 statuses += 1
                 hog.send(encode(m.Status(req=statuses)), zmq.NOBLOCK)
+            for _ in range(10):
+                if not big.poll(0, zmq.POLLOUT):
+                    break
+                frames += 1
+                big.send(big_frame, zmq.NOBLOCK)
             paths = [f"churn/{cycles % 100}/{i}.py" for i in range(20)]
             assert isinstance(churn.request(m.Claim(session=session, paths=paths)), m.Granted)
             churn.request(m.Release(session=session, paths=paths))
@@ -187,10 +198,11 @@ def _hostile(coord: Coordinator, pub: str, proc: psutil.Process, seconds: float,
     finally:
         churn.close()
         hog.close()
+        big.close()
         sub.close()
     half = [rss for at, rss in samples if at >= seconds / 2]
     return {"max": max(rss for _, rss in samples), "end": samples[-1][1], "second_half_growth": max(half) - min(half),
-            "statuses": statuses, "cycles": cycles, "replies": replies, "samples": samples}
+            "statuses": statuses, "frames": frames, "cycles": cycles, "replies": replies, "samples": samples}
 
 
 def figure_memory(seconds: float) -> dict:
@@ -405,15 +417,16 @@ def main() -> int:
         seconds = args.seconds or (15.0 if args.quick else 60.0)
         r = figure_memory(seconds)
         idle = r["idle"]
-        print(f"\nF2 memory: coordinator RSS (idle {_mb(idle)}) with a never-reading client, a never-reading subscriber "
-              f"and a serial claim+release client")
+        print(f"\nF2 memory: coordinator RSS (idle {_mb(idle)}) with a never-reading client, a client sending 1 MB frames, "
+              f"a never-reading subscriber and a serial claim+release client")
         worst = 0
         for label, held, hostile, secs in (("2,000 claims (long paths)", r["claims_2k"], r["hostile_2k"], seconds),
                                            ("100,000 claims", r["claims_100k"], r["hostile_100k"], seconds / 2)):
             worst = max(worst, hostile["max"] - idle, held - idle)
             rep = hostile["replies"]
             print(f"    {label}: held {_mb(held)} (+{_mb(held - idle)} over idle); {secs:g} s hostile "
-                  f"({hostile['statuses']:,} status requests sent, {hostile['cycles']:,} claim+release cycles): "
+                  f"({hostile['statuses']:,} status requests and {hostile['frames']:,} 1 MB frames sent, "
+                  f"{hostile['cycles']:,} claim+release cycles): "
                   f"max {_mb(hostile['max'])} (+{_mb(hostile['max'] - idle)} over idle), end {_mb(hostile['end'])}, "
                   f"growth within the second half {_mb(hostile['second_half_growth'])}; cut-offs {rep['cut_offs']}, "
                   f"replies dropped {rep['replies_dropped']:,} ({_mb(rep['bytes_dropped'])})")

@@ -108,7 +108,7 @@ log = logging.getLogger("lockstep")
 
 BATCH_LIMIT = 1024  # messages handled per turn
 QUEUED_BYTES = 16 * 1024 * 1024  # read off the sockets, not handled yet (requests are small; a frame may be 1 MiB)
-PIPE_REQUESTS = 64  # a ROUTER's RCVHWM: requests zmq holds for one peer (each up to HARD_FRAME_LIMIT)
+PIPE_REQUESTS = 16  # a ROUTER's RCVHWM: requests zmq holds for one peer (each up to HARD_FRAME_LIMIT)
 PEER_TURN = 8  # messages of one peer per turn: a flood cannot fill a batch (see fairqueue.py)
 HEARTBEAT_GATHER = 0.020  # seconds to let heartbeats gather after a small batch of nothing else
 GATHER_BELOW = 32  # batches this small are a trickle
