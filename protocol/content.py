@@ -8,8 +8,9 @@ Theory: the id is what ``git write-tree`` would give after ``git add -A``: track
 files as they are on disk and untracked files git does not ignore; ignored files
 (build output, caches, the state directory inside ``.git``) are not content.  It is
 computed in a temporary index (``GIT_INDEX_FILE``), started as a copy of the real one
-so ``git add`` reuses its stat cache and hashes only files that changed; the real index
-is only read, never written.  ``git add`` stores the blobs of changed files in the
+(its times included: git's racy-entry check compares them) so ``git add`` reuses its
+stat cache and hashes only files that changed; the real index is only read, never
+written.  ``git add`` stores the blobs of changed files in the
 object database (loose objects, as ``git stash`` would), which ``git gc`` prunes.
 """
 
@@ -47,7 +48,11 @@ def content_id(worktree: Path | str) -> str:
     with tempfile.TemporaryDirectory(prefix="lockstep-content-") as scratch:
         temporary = Path(scratch, "index")
         try:
-            shutil.copyfile(real_index, temporary)
+            # With its times: git trusts an entry's stat only if the index is older than
+            # the file's mtime second (racy git).  A copy made a second later made a file
+            # edited in the second of the last commit look unchanged (same size), and its
+            # content id the commit's.
+            shutil.copy2(real_index, temporary)
         except FileNotFoundError:
             pass  # no index yet (nothing staged ever): git starts an empty one
         except OSError as exc:
