@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lockstep")
 
 KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
+CANCELLABLE = ("check", "verify")  # job kinds a requester that stops waiting may cancel
 KEEP_DEPLOYS = 10_000  # deploy.seen records kept in memory for bundle probes (the newest)
 Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
 
@@ -84,6 +85,8 @@ class JobView:
     tree: str = ""  # a verify run: the content id it ran on ("" unknown, or changed during the run)
     remote: str | None = None  # the agent on another host whose worker runs this job's probes
     started: float = field(default_factory=time.monotonic)
+    session: str | None = None  # the session that asked for it: the only one that may cancel it
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)  # cancelled: its probes end
 
     def reply(self, req: int) -> m.JobReply:
         return m.JobReply(
@@ -150,7 +153,7 @@ class JobRunner:
         ]
 
     def start(self, nursery: trio.Nursery, effect: StartJob) -> None:
-        view = JobView(effect.job, effect.kind, effect.agent)
+        view = JobView(effect.job, effect.kind, effect.agent, session=getattr(effect.request, "session", None))
         self._jobs[effect.job] = view
         while len(self._jobs) > KEEP_FINISHED_JOBS:
             oldest = next(iter(self._jobs))
@@ -189,6 +192,12 @@ class JobRunner:
         view = self._jobs.get(query.job)
         if view is None:
             return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no job {query.job!r} (finished long ago, or never started)"))]
+        if query.cancel and view.gate is None:
+            if view.kind not in CANCELLABLE:
+                return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"job {view.job} is a {view.kind} job: only check and verify jobs can be cancelled"))]
+            if query.session != view.session:
+                return [Send(peer, m.Error(req=query.req, code="refused", message=f"job {view.job} was asked for in another session: only that one may cancel it"))]
+            view.scope.cancel()
         return [Send(peer, view.reply(query.req))]
 
     def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
@@ -256,6 +265,23 @@ class JobRunner:
         results: list[ProbeResult] = []
         remote = self._remote_jobs.pop(view.job, None) or (view.agent if view.agent and self._is_remote(view.agent) else None)
         view.remote = remote
+        gate: m.Gate | None = None
+        with view.scope:
+            gate, results = await self._work(view, request, remote)
+        if gate is None:  # cancelled: its probes were ended (a command's whole process group)
+            gate = m.Gate(subject=view.kind, verdict="fail", job=view.job, agent=view.agent, results=list(view.results),
+                          reason=f"cancelled: its requester stopped waiting; {len(view.results)} of {view.total or '?'} checks had finished")
+        if self._state_dir is not None and view.kind in ("check", "verify"):
+            await trio.to_thread.run_sync(checklogs.prune, self._state_dir)
+        responses = await self._respond(view, results)
+        if responses:
+            gate = msgspec.structs.replace(gate, responses=responses)
+        view.gate = gate
+        await self._apply(lambda now: self._core.job_finished(view.job, view.kind, gate, now))
+
+    async def _work(self, view: JobView, request: m.Request, remote: str | None) -> tuple[m.Gate, list[ProbeResult]]:
+        """Run the job's probes: its gate and results (a failure to run is a failing gate)."""
+        results: list[ProbeResult] = []
         try:
             if view.kind == "plan":
                 gate = await self._run_plan(view, request, remote=remote)
@@ -289,13 +315,7 @@ class JobRunner:
         except Exception as exc:  # a bug in one job must not take the coordinator down
             log.exception("job %s crashed", view.job)
             gate = m.Gate(subject=view.kind, verdict="fail", reason=f"internal error running the job: {exc!r} (see coordinator.log)", job=view.job, agent=view.agent)
-        if self._state_dir is not None and view.kind in ("check", "verify"):
-            await trio.to_thread.run_sync(checklogs.prune, self._state_dir)
-        responses = await self._respond(view, results)
-        if responses:
-            gate = msgspec.structs.replace(gate, responses=responses)
-        view.gate = gate
-        await self._apply(lambda now: self._core.job_finished(view.job, view.kind, gate, now))
+        return gate, results
 
     async def _run_verify(self, view: JobView, specs: list[ProbeSpec]) -> list[ProbeResult]:
         """The read-only checks in parallel, then the autofix ones if all passed
@@ -485,10 +505,13 @@ class JobRunner:
             view.results.append(data)
         if result.kind == "build" and result.details.get("hash"):
             self._build_hashes[result.target] = result.details["hash"]
-        await self._apply(lambda now: self._core.job_result(view.job, view.kind, view.agent, data, now))
-        seen = result.details.get("deploy") if result.kind == "http" else None
-        if isinstance(seen, dict) and seen.get("hash") and self._served.get(seen.get("url", "")) != seen["hash"]:
-            await self._record_deploy(view, result.name, seen)
+        # Shielded: a result that arrived is recorded whole even if its job is being
+        # cancelled (a cancel inside ``_apply`` could drop records the core has made).
+        with trio.CancelScope(shield=True):
+            await self._apply(lambda now: self._core.job_result(view.job, view.kind, view.agent, data, now))
+            seen = result.details.get("deploy") if result.kind == "http" else None
+            if isinstance(seen, dict) and seen.get("hash") and self._served.get(seen.get("url", "")) != seen["hash"]:
+                await self._record_deploy(view, result.name, seen)
 
     async def _record_deploy(self, view: JobView, probe: str, seen: dict[str, Any]) -> None:
         """A URL serves another bundle than the last one recorded there: a deploy."""

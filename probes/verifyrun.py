@@ -79,7 +79,10 @@ async def run_verify(
     fixers = [spec for spec in specs if spec.autofix]
     if fixers:
         failed = [r.name for r in results if not r.passed]
-        results += await autofix.run_fixers(pool, fixers, worktree, failed, holder_of, on_result)
+        # Shielded from a cancelled run: a fixer's changes to paths others hold are undone
+        # after it ends (probes/autofix.py), so it runs to its end (its own timeout).
+        with trio.CancelScope(shield=True):
+            results += await autofix.run_fixers(pool, fixers, worktree, failed, holder_of, on_result)
     after = await trio.to_thread.run_sync(content_or_nothing, worktree) if before else ""
     order = {spec.name: index for index, spec in enumerate(specs)}
     return sorted(results, key=lambda r: order.get(r.name, len(order))), before if before == after else ""

@@ -249,6 +249,10 @@ class Compact(Request, frozen=True, kw_only=True, tag="compact"):
 
 class JobQuery(Request, frozen=True, kw_only=True, tag="job"):
     job: str
+    # Stop the job (a check or verify run whose requester no longer waits: Ctrl-C).
+    # Only the session that asked for it (``session``; None for an anonymous one) may.
+    cancel: bool = False
+    session: str | None = None
 
 
 class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):

@@ -89,6 +89,25 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
     if isinstance(accepted, m.Gate):  # decided without running (e.g. the repair bound)
         return accepted
     expect(accepted, m.Accepted)
+    session = session_or_conn.session if isinstance(session_or_conn, OneShotSession) else None
+    try:
+        return _poll(conn, accepted, as_json, explain)
+    except KeyboardInterrupt:
+        _cancel(conn, accepted.job, session)
+        raise
+
+
+def _cancel(conn: Connection, job: str, session: str | None) -> None:
+    """Nobody waits for ``job`` any more (Ctrl-C): ask the coordinator to stop it, so its
+    command does not run on to its timeout holding a probe slot.  Best effort, briefly:
+    a plan or landing refuses, and an unreachable coordinator must not delay the exit."""
+    try:
+        conn.request(m.JobQuery(job=job, cancel=True, session=session), timeout=CANCEL_TIMEOUT)
+    except (LockstepError, KeyboardInterrupt):
+        pass
+
+
+def _poll(conn: Connection, accepted: m.Accepted, as_json: bool, explain: bool) -> m.Gate:
     shown = 0
     interactive = sys.stderr.isatty() and not as_json
     backoff = Backoff()
@@ -103,6 +122,9 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
         if reply.gate is not None:
             return reply.gate
         backoff.pause()
+
+
+CANCEL_TIMEOUT = 1.0  # seconds a Ctrl-C'd check waits for its cancel to be heard
 
 
 def _finish(gate: m.Gate, as_json: bool) -> None:
