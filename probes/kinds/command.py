@@ -52,6 +52,10 @@ DRAIN_GRACE = 1.0  # seconds to collect buffered output once the group is gone
 CAPTURE_HEAD = 64 * 1024  # bytes kept from the start of each stream ...
 CAPTURE_TAIL = 192 * 1024  # ... and from its end; the middle is dropped and counted
 LOG_LINE_HOLD = 64 * 1024  # bytes of an unfinished line held back from the log
+# Bytes of a check's output its log file keeps from the start; past them only the
+# streams' captured ends are added at exit, after a marker: a command printing GBs
+# (``yes``) must not fill the disk before its timeout.
+LOG_MAX_BYTES = 32 * 1024 * 1024
 _THREAD_FORMAT_ABOVE = 64 * 1024  # reorder bigger outputs off the trio thread
 
 
@@ -118,6 +122,35 @@ class _Capture:
         return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
 
 
+class _Log:
+    """The log file, cut at ``LOG_MAX_BYTES``; ``dropped`` counts what was not kept."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.written = 0
+        self.dropped = 0
+
+    def write(self, data: bytes | bytearray) -> None:
+        room = LOG_MAX_BYTES - self.written
+        if room > 0:
+            self.file.write(data[:room])
+            self.written += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def close(self, ends: list[_Capture]) -> None:
+        """Close the file; if it was cut, end it with each stream's captured end."""
+        try:
+            if self.dropped:
+                self.file.write(f"\n… [{self.dropped} bytes not kept: the log keeps the first {LOG_MAX_BYTES} bytes, "
+                                "then the end of stderr and of stdout] …\n".encode())
+                for capture in ends:
+                    self.file.write(bytes(capture.tail))
+        except OSError:
+            pass  # a full disk costs the log's end, never the check
+        finally:
+            self.file.close()
+
+
 async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture, log: Any) -> None:
     pending = bytearray()  # the stream's unfinished line, held back from the log
     while chunk := await stream.receive_some(65536):
@@ -142,7 +175,7 @@ def _open_log(path: str) -> tuple[Any, str | None]:
     written costs the full output, never the check."""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "wb"), None  # noqa: SIM115 -- closed in probe_command's finally
+        return _Log(open(path, "wb")), None  # noqa: SIM115 -- closed in probe_command's finally
     except OSError as exc:
         return None, f"could not write the full output to {path}: {exc.strerror or exc}"
 
@@ -215,7 +248,7 @@ async def probe_command(spec: ProbeSpec, params: CommandParams) -> ProbeResult:
                 if stream is not None:
                     await stream.aclose()
             if log is not None:
-                log.close()
+                log.close([stderr, stdout])
     duration = time.perf_counter() - started
 
     exit_code = None if timed_out else process.returncode

@@ -1,0 +1,30 @@
+"""Hostile checks against a real coordinator: each gets a clear answer with the
+documented exit code, bounded memory and disk, and the coordinator keeps serving."""
+
+from __future__ import annotations
+
+import sys
+
+from probes.kinds.command import LOG_MAX_BYTES
+
+from .conftest import cli
+
+FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
+
+
+def test_a_command_printing_more_than_the_log_cap_keeps_a_bounded_log_with_its_end(repo, coordinator):
+    coordinator(*FAST)
+    size = LOG_MAX_BYTES + 8 * 1024 * 1024
+    script = f"import sys; w = sys.stdout.write; [w('x' * 1023 + chr(10)) for _ in range({size // 1024})]; w('THE-LAST-LINE' + chr(10))"
+    result = cli("check", "command", "--json", "--timeout", "120", "--", sys.executable, "-c", script, cwd=repo.root, timeout=150)
+    assert result.rc == 0, result
+    (check,) = result.json["results"]
+    log = check["details"]["log"]
+    with open(log, "rb") as file:
+        file.seek(0, 2)
+        kept = file.tell()
+        file.seek(max(0, kept - 4096))
+        end = file.read()
+    assert kept <= LOG_MAX_BYTES + 1024 * 1024
+    assert b"THE-LAST-LINE" in end and b"not kept" in open(log, "rb").read()[LOG_MAX_BYTES - 1024 :]
+    assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
