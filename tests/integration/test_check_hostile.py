@@ -3,11 +3,12 @@ documented exit code, bounded memory and disk, and the coordinator keeps serving
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 from probes.kinds.command import LOG_MAX_BYTES
 
-from .conftest import cli
+from .conftest import PROJECT, cli, env_for
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 
@@ -27,4 +28,24 @@ def test_a_command_printing_more_than_the_log_cap_keeps_a_bounded_log_with_its_e
         end = file.read()
     assert kept <= LOG_MAX_BYTES + 1024 * 1024
     assert b"THE-LAST-LINE" in end and b"not kept" in open(log, "rb").read()[LOG_MAX_BYTES - 1024 :]
+    assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
+
+
+def test_checks_from_a_removed_directory_are_bad_input_in_one_line(repo, coordinator):
+    coordinator(*FAST)
+    gone = repo.root / "gone"
+    gone.mkdir()
+    plan = repo.root / "PLAN.toml"
+    plan.write_text('[plan]\nname = "p"\n[[step]]\nid = "a"\nrun = "true"\n')
+    script = (
+        "import os, subprocess, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]);"
+        "sys.exit(subprocess.run([sys.executable, '-m', 'agents.cli', *sys.argv[2:]]).returncode)"
+    )
+    for args in (["check", "command", "--", "true"], ["check", "http", "http://127.0.0.1:1/"], ["plan", "run", str(plan)]):
+        gone.mkdir(exist_ok=True)
+        proc = subprocess.run([sys.executable, "-c", script, str(gone), *args], env=env_for({"PYTHONPATH": str(PROJECT)}), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        # (Python itself warns first that it could not put the directory on sys.path.)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.strip().splitlines()[-1] == "lockstep: the current directory no longer exists (removed?): cd into a worktree of the repository", args
     assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
