@@ -386,6 +386,8 @@ class JobRunner:
     async def _worktree_of(self, cwd: str) -> Path:
         """The worktree holding ``cwd``; a directory of another repository is refused
         (probes run commands: only in this repository's worktrees)."""
+        if "\x00" in cwd:  # no path holds one: the OS refuses it (ValueError), not a bug of ours
+            raise PeerError("bad_path", f"{cwd!r} is not a directory path (it holds a NUL byte)")
         place = await trio.to_thread.run_sync(locate, cwd)
         if place.repo_id != self._core.repo:
             raise PeerError("bad_path", f"{cwd} is not in a worktree of {self._core.repo}")

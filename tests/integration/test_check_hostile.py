@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from agents.oneshot import Connection, resolve_endpoint
 from probes.kinds.command import LOG_MAX_BYTES
+from protocol import discovery
+from protocol import messages as m
 
-from .conftest import PROJECT, cli, env_for
+from .conftest import PROJECT, cli, env_for, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 
@@ -48,4 +51,25 @@ def test_checks_from_a_removed_directory_are_bad_input_in_one_line(repo, coordin
         # (Python itself warns first that it could not put the directory on sys.path.)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
         assert proc.stderr.strip().splitlines()[-1] == "lockstep: the current directory no longer exists (removed?): cd into a worktree of the repository", args
+    assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
+
+
+def _gate_of(repo, request) -> m.Gate:
+    """Send ``request`` as a raw client would and follow its job to the gate."""
+    conn = Connection(resolve_endpoint(discovery.locate(str(repo.root)), None), timeout=10)
+    try:
+        accepted = conn.request(request)
+        return wait_until(lambda: conn.request(m.JobQuery(job=accepted.job)).gate, timeout=20, what="the job's gate")
+    finally:
+        conn.close()
+
+
+def test_a_working_directory_no_path_can_name_is_refused_in_one_line(repo, coordinator):
+    coordinator(*FAST)
+    probe = m.ProbeRequest(kind="command", name="command", params={"argv": ["true"]})
+    for cwd in ("\x00", f"{repo.root}/a\x00b"):
+        for request in (m.Check(probe=probe, cwd=cwd), m.Verify(cwd=cwd), m.PlanRun(plan='[plan]\nname = "p"\n[[step]]\nid = "a"\nrun = "true"\n', cwd=cwd)):
+            gate = _gate_of(repo, request)
+            assert gate.verdict == "fail" and "internal error" not in gate.reason, gate.reason
+            assert "not a directory path" in gate.reason, gate.reason
     assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
