@@ -88,7 +88,7 @@ class JobView:
     session: str | None = None  # the session that asked for it: the only one that may cancel it
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)  # cancelled: its probes end
 
-    def reply(self, req: int) -> m.JobReply:
+    def reply(self, req: int, since: int = 0) -> m.JobReply:
         return m.JobReply(
             req=req,
             job=self.job,
@@ -96,7 +96,7 @@ class JobView:
             state="finished" if self.gate is not None else "running",
             done=len(self.results),
             total=self.total,
-            results=self.results,
+            results=self.results[max(0, since):] if since else self.results,
             gate=self.gate,
         )
 
@@ -198,7 +198,7 @@ class JobRunner:
             if query.session != view.session:
                 return [Send(peer, m.Error(req=query.req, code="refused", message=f"job {view.job} was asked for in another session: only that one may cancel it"))]
             view.scope.cancel()
-        return [Send(peer, view.reply(query.req))]
+        return [Send(peer, view.reply(query.req, query.since))]
 
     def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
         """Publications the runner acts on: a passing ``done`` completes a plan step

@@ -253,6 +253,9 @@ class JobQuery(Request, frozen=True, kw_only=True, tag="job"):
     # Only the session that asked for it (``session``; None for an anonymous one) may.
     cancel: bool = False
     session: str | None = None
+    # Results the asker already has: the reply's ``results`` start after them (a client
+    # following a job of thousands of checks would otherwise get them all each poll).
+    since: int = 0
 
 
 class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):

@@ -112,13 +112,13 @@ def _poll(conn: Connection, accepted: m.Accepted, as_json: bool, explain: bool) 
     interactive = sys.stderr.isatty() and not as_json
     backoff = Backoff()
     while True:
-        reply = expect(conn.request(m.JobQuery(job=accepted.job)), m.JobReply)
+        reply = expect(conn.request(m.JobQuery(job=accepted.job, since=shown)), m.JobReply)
         if not as_json:
-            for result in reply.results[shown:]:
+            for result in reply.results:
                 _print_result(result, explain)
-            shown = len(reply.results)
             if interactive and reply.gate is None:
                 click.echo(f"  … job {reply.job}: {reply.done}/{reply.total or '?'} done\r", nl=False, err=True)
+        shown += len(reply.results)
         if reply.gate is not None:
             return reply.gate
         backoff.pause()

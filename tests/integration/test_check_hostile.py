@@ -73,3 +73,24 @@ def test_a_working_directory_no_path_can_name_is_refused_in_one_line(repo, coord
             assert gate.verdict == "fail" and "internal error" not in gate.reason, gate.reason
             assert "not a directory path" in gate.reason, gate.reason
     assert cli("check", "command", "--", "true", cwd=repo.root).rc == 0
+
+
+def test_a_job_query_sends_only_the_results_after_since(repo, coordinator):
+    """A client following a verify run of thousands of checks asks for the new results
+    only; every poll carried all of them before (quadratic traffic and memory)."""
+    coordinator(*FAST)
+    (repo.root / "lockstep.toml").write_text("".join(f'[checks.c{i}]\ncmd = "echo {i}"\n' for i in range(12)))
+    conn = Connection(resolve_endpoint(discovery.locate(str(repo.root)), None), timeout=10)
+    try:
+        accepted = conn.request(m.Verify(cwd=str(repo.root)))
+        wait_until(lambda: conn.request(m.JobQuery(job=accepted.job)).gate, timeout=60, what="the verify run to finish")
+        whole = conn.request(m.JobQuery(job=accepted.job))
+        later = conn.request(m.JobQuery(job=accepted.job, since=5))
+    finally:
+        conn.close()
+    assert len(whole.results) == 12 and whole.done == later.done == 12
+    assert later.results == whole.results[5:]
+    result = cli("verify", "--json", cwd=repo.root, timeout=60)
+    assert result.rc == 0 and len(result.json["results"]) == 12
+    shown = cli("verify", cwd=repo.root, timeout=60)
+    assert shown.rc == 0 and sum(" c" in line and "echo" in line for line in shown.err.splitlines()) == 12, shown.err
