@@ -73,7 +73,7 @@ def probe_handoff(spec: ProbeSpec, params: HandoffParams) -> ProbeResult:
             raise ProbeError(f"handoff: malformed evidence from the coordinator: {exc}") from None
         evidence = gather_evidence(text, Path(repo_root), params.agent, params.base, known)
     score = score_handoff(text, repo_root, params.threshold, evidence)
-    details = msgspec.to_builtins(score)  # score, threshold, passed, breakdown, missing, facts...
+    details = _bounded(msgspec.to_builtins(score))  # score, threshold, passed, breakdown, missing, facts...
     details["agent"] = params.agent
     if score.passed:
         return make_result(
@@ -88,6 +88,34 @@ def probe_handoff(spec: ProbeSpec, params: HandoffParams) -> ProbeResult:
         spec, str(path), finding=HANDOFF_INCOMPLETE, details=details,
         reason=f"the handoff note scores {score.score} (threshold {params.threshold}){listed}.",
     )
+
+
+# Items of each list of a result's details kept (the rest counted in ``KEY_omitted``):
+# a note citing 300,000 commits made a 300,000-fact result, hundreds of MB through the
+# coordinator and into the ledger.  The score and the reason are computed from them all.
+LISTED = 100
+NOTE_CHARS = 2000  # a breakdown note ("missing: a, b, c ...") is cut here
+
+
+def _bounded(details: dict[str, Any]) -> dict[str, Any]:
+    """``details`` with each list cut to ``LISTED`` items; of the facts, the false ones
+    are kept first (the ones to act on), in document order."""
+    facts = details.get("facts") or []
+    if len(facts) > LISTED:
+        false = [i for i, f in enumerate(facts) if not f.get("holds")][:LISTED]
+        holding = [i for i, f in enumerate(facts) if f.get("holds")][: LISTED - len(false)]
+        details["facts"] = [facts[i] for i in sorted(false + holding)]
+        details["facts_omitted"] = len(facts) - len(details["facts"])
+    for key in ("missing", "missing_files", "filler"):
+        items = details.get(key)
+        if isinstance(items, list) and len(items) > LISTED:
+            details[key] = items[:LISTED]
+            details[f"{key}_omitted"] = len(items) - LISTED
+    for part in details.get("breakdown") or []:
+        note = part.get("note") if isinstance(part, dict) else None
+        if isinstance(note, str) and len(note) > NOTE_CHARS:
+            part["note"] = note[:NOTE_CHARS] + f" … [{len(note) - NOTE_CHARS} characters not shown]"
+    return details
 
 
 # ---------------------------------------------------------------- what git knows

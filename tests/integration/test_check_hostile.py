@@ -8,6 +8,7 @@ import sys
 
 from agents.oneshot import Connection, resolve_endpoint
 from probes.kinds.command import LOG_MAX_BYTES
+from probes.kinds.handoff import LISTED
 from protocol import discovery
 from protocol import messages as m
 
@@ -94,3 +95,21 @@ def test_a_job_query_sends_only_the_results_after_since(repo, coordinator):
     assert result.rc == 0 and len(result.json["results"]) == 12
     shown = cli("verify", cwd=repo.root, timeout=60)
     assert shown.rc == 0 and sum(" c" in line and "echo" in line for line in shown.err.splitlines()) == 12, shown.err
+
+
+def test_a_handoff_note_citing_thousands_of_commits_gives_a_bounded_result(repo, coordinator):
+    """300,000 cited commits made a 300,000-fact result (20 s, 436 MB in the client):
+    the result lists the first false facts and counts the rest; score and reason use all."""
+    coordinator(*FAST)
+    sections = ["Primary request", "Key concepts", "Work completed", "Decisions", "Files and code changes",
+                "Unresolved issues", "Pending tasks", "Current work", "Next step"]
+    cited = " ".join(f"a{i:011x}" for i in range(3000))
+    (repo.root / "HANDOFF.md").write_text("\n".join(f"## {s}\n{cited if s == 'Work completed' else 'see src/app.py'}\n" for s in sections))
+    result = cli("check", "handoff", "HANDOFF.md", "--agent", "alice", "--json", cwd=repo.root, timeout=120)
+    assert result.rc == 1, result
+    (check,) = result.json["results"]
+    details = check["details"]
+    assert len(details["facts"]) <= LISTED and len(details["facts"]) + details["facts_omitted"] >= 3000
+    assert all(not f["holds"] for f in details["facts"])
+    assert "3000 false facts" in check["reason"]
+    assert len(result.out) < 1024 * 1024
