@@ -94,6 +94,11 @@ EVENTS = (
     ROLLBACK_PASSED, ROLLBACK_FAILED,
 )
 
+# At most this many extra attempts of a step: each is ledger records, and a plan resumes
+# after a restart, so ``retries = 1000000000`` on a failing command filled the ledger
+# (hundreds of records a second) with no way to stop it.
+MAX_RETRIES = 100
+
 # (step state, event) -> the states it may lead to; _transition picks one by the step's
 # settings (has pre/post probes, on_pre_fail, on_post_fail, retries left).
 #
@@ -236,7 +241,7 @@ def _step_table() -> type:
             ("post", probes, []),
             ("on_pre_fail", Literal[ON_PRE_FAIL], "escalate"),
             ("on_post_fail", Literal[ON_POST_FAIL], "escalate"),
-            ("retries", Union[Annotated[int, msgspec.Meta(ge=0)], None], None),
+            ("retries", Union[Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)], None], None),
             ("rollback", Union[Text, None], None),
         ],
         bases=(Table,),

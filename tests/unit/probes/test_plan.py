@@ -132,6 +132,9 @@ BAD_PLANS = [
      "on_post_fail = 'rollback'", "step 'a' has none"),
     ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\n[[step]]\nid = 'a'\nrun = 'y'", "earlier step"),
     ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\nretries = -1", "key 'retries'"),
+    # A runaway: a billion failing attempts, each a ledger record, resumed after a restart.
+    ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\nretries = 1000000000", "key 'retries'"),
+    ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\nretries = 101", "key 'retries'"),
     ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\npre = 'up'", "key 'pre'"),
     ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\npre = ['nope']", "'nope' names no [[probe]]"),
     ("[plan]\nname = 'p'\n[[step]]\nid = 'a'\nrun = 'x'\npre = [{kind = 'http'}]", "required key 'url'"),
