@@ -120,7 +120,7 @@ class Git:
             child_env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
         done = await trio.run_process(argv, cwd=cwd, capture_stdout=True, capture_stderr=True, check=False, env=child_env)
         if check and done.returncode != 0:
-            raise GitFailed(f"git {' '.join(args[:3])}: {done.stderr.decode(errors='replace').strip() or f'exit {done.returncode}'}")
+            raise GitFailed(f"git {' '.join(args[:3])}: {one_line(done.stderr) or f'exit {done.returncode}'}")
         return done
 
     async def resolve(self, ref: str) -> str | None:
@@ -186,7 +186,11 @@ class Git:
     async def compare_and_swap(self, ref: str, new: str, old: str, reason: str) -> bool:
         """Move ``ref`` to ``new`` only if it still is ``old``."""
         out = await self.run("update-ref", "-m", reason, ref, new, old, check=False)
-        return out.returncode == 0
+        if out.returncode == 0:
+            return True
+        if await self.resolve(ref) == old:  # it did not move: git itself refused (a hook, a lock)
+            raise GitFailed(f"git update-ref {ref}: {one_line(out.stderr) or f'exit {out.returncode}'}")
+        return False
 
     # ------------------------------------------------------------ worktrees
 
@@ -220,6 +224,14 @@ class Git:
         if out.returncode != 0:
             return out.stderr.decode(errors="replace").strip() or f"git read-tree exit {out.returncode}"
         return None
+
+
+def one_line(stderr: bytes) -> str:
+    """git's complaint on one line: its ``fatal:``/``error:`` lines (the progress
+    chatter before them, such as "Preparing worktree", says nothing)."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
+    return "; ".join(said)
 
 
 def _remove_tree(path: Path) -> None:

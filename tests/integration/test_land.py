@@ -301,6 +301,27 @@ def test_a_dirty_checkout_of_main_blocks_the_landing_and_nothing_moves(lrepo, co
     assert not (repo.root / "b.txt").exists()
 
 
+def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_moving(lrepo, coordinator_in):
+    """A reference-transaction hook that refuses main's update: main did not move, so
+    the landing is not retried as if it had ("moved under the landing 5 times")."""
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    hook.write_text("#!/bin/sh\nif grep -q refs/heads/main; then echo 'main is frozen' >&2; exit 1; fi\n")
+    hook.chmod(0o755)
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1 and result.json["verdict"] == "blocked", result
+    reason = result.json["reason"]
+    assert "moved" not in reason and "aborted by hook" in reason and "\n" not in reason, reason
+    assert result.json["attempts"] == 1 and main_tip(repo) == before
+    assert "land.requeued" not in kinds_of(repo, result.json["job"])
+    hook.unlink()  # the queue still serves
+    again = land(repo.other, "bob")
+    assert again.rc == 0 and again.json["verdict"] == "landed", again
+
+
 def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
     go = tmp_path / "go"
     repo = land_repo(tmp_path, gate=go)
