@@ -69,10 +69,11 @@ class KeyStore:
             data = json.loads(path.read_text())
             self.keys = dict(data.get("keys", {}))
             self.invites = dict(data.get("invites", {}))
+            _check_entries(self.keys, self.invites)
         except FileNotFoundError:
             pass
-        except (OSError, ValueError, AttributeError) as exc:
-            raise OSError(f"unreadable key store {path}: {exc}") from None
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            raise OSError(f"unreadable key store {path}: {exc}; repair it, or remove it (every remote agent then joins again)") from None
 
     def save(self) -> None:
         curve.write_private(self.path, {"keys": self.keys, "invites": self.invites})
@@ -114,6 +115,21 @@ class KeyStore:
             if v["expires"] > now
         ]
         return sorted(out, key=lambda info: (info.name, info.since))
+
+
+def _check_entries(keys: dict, invites: dict) -> None:
+    """Every entry as ``save`` writes it, or ``ValueError`` naming the first that is
+    not: a damaged entry read as it is failed every later ``keys``/``invite``/``status``
+    request (and handshake) with an internal error, while the coordinator served on."""
+    number = (int, float)
+    for key, entry in keys.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry.get("state") in ("enrolled", "revoked")
+                and isinstance(entry.get("since"), number) and isinstance(entry.get("host", ""), str)):
+            raise ValueError(f"key {key!r} is not an entry with a name, a state (enrolled or revoked) and a time")
+    for key, entry in invites.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("expires"), number) and isinstance(entry.get("since"), number)):
+            raise ValueError(f"invitation {key!r} is not an entry with a name, an expiry and a time")
 
 
 def _keypair() -> tuple[bytes, bytes]:

@@ -290,6 +290,31 @@ def test_a_spent_or_expired_join_token_is_refused_saying_so(tmp_path: Path, coor
         assert "join token" in again.json["error"]["message"] and "lockstep invite" in again.json["error"]["message"]
 
 
+def test_a_key_store_with_a_damaged_entry_is_refused_at_serve_with_one_line(tmp_path: Path, coordinator_in):
+    """keys.json whose entries are not what the coordinator wrote: ``serve`` says so
+    (exit 2, one line), rather than serving and failing every keys/invite/status
+    request with an internal error."""
+    from .conftest import cli
+
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in)
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
+    assert cli("invite", "bob", "--json", cwd=origin.root).rc == 0
+    assert cli("stop", cwd=origin.root).rc == 0
+    keys = origin.state_dir / "keys.json"
+    good = json.loads(keys.read_text())
+    damaged = [
+        {"keys": {key: "junk" for key in good["keys"]}, "invites": good["invites"]},
+        {"keys": good["keys"], "invites": {key: {"name": "bob"} for key in good["invites"]}},
+    ]
+    for data in damaged:
+        keys.write_text(json.dumps(data))
+        served = cli("serve", "--endpoint", "tcp://127.0.0.1:0", "--curve", "--json", cwd=origin.root, timeout=20)
+        assert served.rc == 2, served
+        message = served.json["error"]["message"]
+        assert "keys.json" in message and "\n" not in message and "Traceback" not in served.err, served
+
+
 def test_a_non_loopback_endpoint_without_curve_is_refused(repo):
     from .conftest import cli
 
