@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 import trio
 
-from probes.model import ProbeError
+from probes.model import ProbeError, ProbeResult
 from protocol import messages as m
 from protocol.codec import encode
 from protocol.errors import PeerError
@@ -115,12 +115,14 @@ class WorkerBroker:
                         self._tell(peer, m.WorkerDismissed(reason=f"more than {PROGRESS_BACKLOG} results of job {job} were waiting"))
                         self._forget(worker, f"worker lost: {name}'s worker sent results faster than its job could record them")
                         return []
+                    try:
+                        message = checked(message)
+                    except msgspec.ValidationError as exc:  # the job fails saying so, not as a crash of its own
+                        del worker.work[job]
+                        message = WorkerLost(f"{name}'s worker sent a result the coordinator cannot read ({exc}); nothing of it recorded")
                     if isinstance(message, m.WorkDone):
                         del worker.work[job]
                         worker.done += 1
-                        message = msgspec.structs.replace(message, results=[bounded_result(r) for r in message.results])
-                    else:
-                        message = msgspec.structs.replace(message, result=bounded_result(message.result))
                     try:
                         channel.send_nowait(message)
                     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -205,6 +207,24 @@ class WorkerBroker:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
         worker.work.clear()
+
+
+def checked(message: m.WorkProgress | m.WorkDone) -> m.WorkProgress | m.WorkDone:
+    """A worker's results bounded (``bounded_result``) and each a ``ProbeResult``, a
+    restore's outcome a ``Restored``; ``msgspec.ValidationError`` if one is not (a
+    worker of another version, or a hostile one)."""
+    from protocol.restore import Restored
+
+    if isinstance(message, m.WorkDone):
+        results = [bounded_result(r) for r in message.results]
+        for result in results:
+            msgspec.convert(result, ProbeResult)
+        if message.restored:
+            msgspec.convert(message.restored, Restored)
+        return msgspec.structs.replace(message, results=results)
+    result = bounded_result(message.result)
+    msgspec.convert(result, ProbeResult)
+    return msgspec.structs.replace(message, result=result)
 
 
 def bounded_result(result: dict[str, Any]) -> dict[str, Any]:

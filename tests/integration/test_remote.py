@@ -380,6 +380,71 @@ def test_a_remote_agents_checks_run_on_its_worker_over_loopback(tmp_path: Path, 
         wait_until(gone, timeout=20, what="the worker join started to stop")
 
 
+# A worker that answers every piece of work with results no coordinator can read:
+# ``progress`` as a work_progress whose result's name is a number, ``done`` as a
+# work_done whose result has no name.
+_GARBLED_WORKER = """
+import sys, trio
+from agents.client import open_connection, resolve_endpoint
+from protocol import messages as m
+from protocol.discovery import locate
+
+async def beat(conn):
+    while True:  # a silent worker is forgotten within a second at the test's heartbeat
+        conn.send_oneway(m.WorkerBeat())
+        await trio.sleep(0.05)
+
+async def main():
+    place = locate()
+    async with open_connection(resolve_endpoint(place, None)) as conn, trio.open_nursery() as nursery:
+        await conn.request(m.WorkerReady(agent="alice", host="garbled", worktrees=[str(place.worktree)]))
+        nursery.start_soon(beat, conn)
+        while True:
+            work = await conn.next_unsolicited()
+            if not isinstance(work, m.Work):
+                continue
+            if sys.argv[1] == "progress":
+                conn.send_oneway(m.WorkProgress(job=work.job, result={"name": 5, "verdict": []}, total=1))
+                conn.send_oneway(m.WorkDone(job=work.job, order=["x"]))
+            else:
+                conn.send_oneway(m.WorkDone(job=work.job, order=["x"], results=[{"junk": 1}]))
+
+trio.run(main)
+"""
+
+
+def test_a_worker_sending_results_that_are_not_probe_results_fails_the_job_saying_so(tmp_path: Path, coordinator_in):
+    """Malformed results from a worker fail its job with a reason naming the worker and
+    what was wrong, not an internal error with a traceback in the log; the
+    coordinator serves on."""
+    from .conftest import cli
+
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in, '[checks.ok]\ncmd = "true"\n')
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
+    script = tmp_path / "garbled_worker.py"
+    script.write_text(_GARBLED_WORKER)
+    for how in ("progress", "done"):
+        worker = subprocess.Popen([sys.executable, str(script), how], cwd=clone, env=env_for(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: "alice" in _loopback_workers(origin.root), timeout=20, what="the garbled worker to be ready")
+            verified = cli("verify", "--agent", "alice", "--json", cwd=clone)
+            assert verified.rc == 1 and verified.json["verdict"] == "fail", verified
+            reason = verified.json["reason"]
+            assert "alice's worker sent a result the coordinator cannot read" in reason and "internal error" not in reason, reason
+        finally:
+            end_process(worker)
+        wait_until(lambda: "alice" not in _loopback_workers(origin.root), timeout=20, what="the garbled worker gone")
+    assert "Traceback" not in (origin.state_dir / "coordinator.log").read_text()
+    assert cli("status", "--json", cwd=origin.root).rc == 0
+
+
+def _loopback_workers(root: Path) -> list[str]:
+    from .conftest import cli
+
+    return [w["agent"] for w in cli("status", "--json", cwd=root).json["statistics"]["workers"]["workers"]]
+
+
 def _worker_on(net: Net, host: str, clone: Path) -> subprocess.Popen:
     return net.start(host, "worker", cwd=clone)
 

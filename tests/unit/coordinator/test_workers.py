@@ -25,6 +25,11 @@ class Wire:
         return [(peer, message) for peer, message in self.sent if isinstance(message, kind)]
 
 
+def _result(name: str) -> dict:
+    """A probe result as a worker sends it (the fields a ``ProbeResult`` needs)."""
+    return {"name": name, "kind": "command", "target": "true", "verdict": "pass"}
+
+
 def _broker() -> tuple[WorkerBroker, Wire]:
     wire = Wire()
     return WorkerBroker(wire.send, heartbeat=1.0, liveness=3), wire
@@ -55,8 +60,8 @@ async def test_work_goes_to_the_agents_worker_and_its_results_come_back_in_order
         [(peer, work)] = wire.of(m.Work)
         assert peer == PEER and work.job == "1.4" and work.kind == "verify"
         assert broker.statistics(0.0)["workers"][0]["running"] == ["1.4"]
-        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result={"name": "b"}, total=2), 0.1)
-        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result={"name": "a"}, total=2), 0.2)
+        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result=_result("b"), total=2), 0.1)
+        broker.receive(PEER, "alice", m.WorkProgress(job="1.4", result=_result("a"), total=2), 0.2)
         broker.receive(PEER, "alice", m.WorkDone(job="1.4", order=["a", "b"], tree="t"), 0.3)
     assert seen == ["b", "a"] and outcome["done"].order == ["a", "b"] and outcome["done"].tree == "t"
     assert broker.statistics(0.0)["completed"] == 1
@@ -128,7 +133,7 @@ async def test_a_single_checks_result_may_come_with_the_end_of_its_work():
 
         nursery.start_soon(ask)
         await trio.testing.wait_all_tasks_blocked()
-        broker.receive(PEER, "alice", m.WorkDone(job="1.5", order=["write"], results=[{"name": "write"}]), 0.1)
+        broker.receive(PEER, "alice", m.WorkDone(job="1.5", order=["write"], results=[_result("write")]), 0.1)
     assert seen == [("1.5", "write")] and outcome["done"].order == ["write"]
 
 
@@ -142,7 +147,7 @@ async def test_a_remote_result_is_kept_no_bigger_than_a_local_one():
     async def progress(message: m.WorkProgress) -> None:
         seen.append(message.result)
 
-    huge = {"name": "test", "verdict": "fail", "output": "E   boom\n" + "x" * 900_000, "reason": "r" * 50_000,
+    huge = {**_result("test"), "verdict": "fail", "output": "E   boom\n" + "x" * 900_000, "reason": "r" * 50_000,
             "details": {"blob": "d" * 100_000}}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(broker.run, "alice", work_for("1.6", "suite"), progress)
@@ -174,6 +179,6 @@ async def test_a_worker_flooding_its_job_with_results_is_dropped_and_the_job_fai
         nursery.start_soon(ask)
         await trio.testing.wait_all_tasks_blocked()
         for n in range(1000):  # in one turn, before the job takes any
-            broker.receive(PEER, "alice", m.WorkProgress(job="1.7", result={"name": f"c{n}", "verdict": "pass"}), 0.1)
+            broker.receive(PEER, "alice", m.WorkProgress(job="1.7", result=_result(f"c{n}")), 0.1)
     assert lost and "faster than its job could record them" in lost[0]
     assert not broker.has_worker("alice") and "were waiting" in wire.of(m.WorkerDismissed)[0][1].reason
