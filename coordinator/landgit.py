@@ -218,6 +218,13 @@ class Git:
         out = await self.run("status", "--porcelain", "-z", "--untracked-files=no", cwd=worktree, check=False)
         return [entry[3:] for entry in out.stdout.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3]
 
+    async def left_at(self, worktree: Path, commit: str) -> bool:
+        """Whether a checkout's index and tracked files are exactly ``commit``'s."""
+        await self.run("update-index", "-q", "--refresh", cwd=worktree, check=False)
+        staged = await self.run("diff-index", "--quiet", "--cached", commit, cwd=worktree, check=False)
+        files = await self.run("diff-index", "--quiet", commit, cwd=worktree, check=False)
+        return staged.returncode == 0 and files.returncode == 0
+
     async def move_checkout(self, worktree: Path, old: str, new: str) -> str | None:
         """Bring a clean checkout from ``old`` to ``new``; None, or why it could not."""
         out = await self.run("read-tree", "-m", "-u", old, new, cwd=worktree, check=False)

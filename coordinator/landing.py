@@ -44,6 +44,7 @@ agent's claims and merge holds on the files the landing changed (core.land_finis
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -123,6 +124,11 @@ class LandQueue:
         self._refs = refs
         self._git = Git(refs.common) if refs is not None else None
         self._scratch_root = state_dir / "land"
+        # Written before the integration branch moves while a worktree has it checked
+        # out, removed once that checkout followed: found at start, the coordinator died
+        # between the two, and the checkout is brought along then (else it shows the
+        # landing undone as local changes, and blocks every later landing).
+        self._moving_file = self._scratch_root / "moving.json"
         self._queues: dict[str, list[Entry]] = {}  # target -> its FIFO (the first one runs)
         self._wake: dict[str, trio.Event] = {}
         self._entries: OrderedDict[str, Entry] = OrderedDict()  # job -> entry, queued and decided
@@ -199,6 +205,7 @@ class LandQueue:
                         landed.append((event.agent, [event.data.get("commit", ""), *event.data.get("commits", [])]))
             return list(open_.values()), landed
 
+        await self._finish_interrupted_move()
         pending, landed = await trio.to_thread.run_sync(read)
         for agent, commits in landed:
             self._remember(agent, commits)
@@ -381,21 +388,24 @@ class LandQueue:
         jobs = ", ".join(e.job for e, _ in landing)
         await self.moving.acquire()  # released once the verdicts are in (_worker)
         self._holding = True
-        if not await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})"):
+        if checkout is not None:
+            await trio.to_thread.run_sync(self._write_moving, {"ref": target.target, "checkout": str(checkout), "old": base, "new": new})
+        moved = await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})")
+        why = await git.move_checkout(checkout, base, new) if moved and checkout is not None else None
+        self._moving_file.unlink(missing_ok=True)  # not on the way out of a cancelled move: the next start finishes it
+        if not moved:
             reason = f"{target.short_target} moved during the landing (no longer at {base[:10]}): merging again"
             for entry, _ in landing:
                 entry.lost += 1
                 await self._note(rec.LandRequeued(**self._common(entry), reason=reason, attempt=entry.attempts))
             return decided
-        if checkout is not None:
-            why = await git.move_checkout(checkout, base, new)
-            if why is not None:  # someone edited it since the check: put the branch back
-                await git.compare_and_swap(target.target, base, new, "lockstep land: undone, the checkout could not follow")
-                refusal = Refusal(
-                    "blocked", f"{target.short_target} is checked out in {checkout}, which could not move with it ({why}); "
-                    f"{target.short_target} was left at {base[:10]}", base=base,
-                )
-                return decided | {e.job: (self._refused(e, refusal), []) for e, _ in landing}
+        if why is not None:  # someone edited the checkout since the check: put the branch back
+            await git.compare_and_swap(target.target, base, new, "lockstep land: undone, the checkout could not follow")
+            refusal = Refusal(
+                "blocked", f"{target.short_target} is checked out in {checkout}, which could not move with it ({why}); "
+                f"{target.short_target} was left at {base[:10]}", base=base,
+            )
+            return decided | {e.job: (self._refused(e, refusal), []) for e, _ in landing}
         before = base
         for entry, commit in landing:  # each with what it brought: its files, its commits
             changed = await git.changed(before, commit)
@@ -475,6 +485,42 @@ class LandQueue:
             if branch == target:
                 return Path(top)
         return None
+
+    def _write_moving(self, move: dict) -> None:
+        self._scratch_root.mkdir(parents=True, exist_ok=True)
+        part = self._moving_file.with_name(self._moving_file.name + ".part")
+        part.write_text(json.dumps(move))
+        part.replace(self._moving_file)
+
+    async def _finish_interrupted_move(self) -> None:
+        """A move the coordinator died in the middle of (``_moving_file``): the branch
+        moved and its checkout did not.  The checkout is brought along if it still is
+        exactly at the old commit (nobody edited it since); else it is left as it is,
+        and the log says why."""
+        try:
+            move = json.loads(self._moving_file.read_text())
+            ref, checkout, old, new = (str(move[k]) for k in ("ref", "checkout", "old", "new"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("unreadable %s (%s): removed", self._moving_file, exc)
+            self._moving_file.unlink(missing_ok=True)
+            return
+        git, top = self._git, Path(checkout)
+        try:
+            if git is not None and await git.resolve(ref) == new and (top / ".git").exists() and await git.checked_out(top) == new:
+                if await git.left_at(top, old):
+                    why = await git.move_checkout(top, old, new)
+                    if why is None:
+                        log.info("brought %s from %s to %s: the coordinator had stopped between moving %s and its checkout",
+                                 top, old[:10], new[:10], ref)
+                    else:
+                        log.warning("could not bring %s from %s to %s (%s)", top, old[:10], new[:10], why)
+                else:
+                    log.warning("%s was left at %s when %s moved to %s, and was edited since: left as it is", top, old[:10], ref, new[:10])
+        except GitFailed as exc:
+            log.warning("could not finish moving %s to %s: %s", top, new[:10], exc)
+        self._moving_file.unlink(missing_ok=True)
 
     async def _dirty(self, checkout: Path | None, entry: Entry) -> Refusal | None:
         if checkout is None:

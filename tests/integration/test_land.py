@@ -322,6 +322,41 @@ def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_m
     assert again.rc == 0 and again.json["verdict"] == "landed", again
 
 
+def test_a_coordinator_killed_between_moving_main_and_its_checkout_brings_the_checkout_along_at_restart(lrepo, coordinator_in):
+    """SIGKILL after main moved and before its checkout followed (a reference-transaction
+    hook kills the coordinator as main's update commits): at restart the checkout is
+    brought to main, not left showing the landing undone as local changes that block
+    every later landing; the landing is decided once and the repository is sound."""
+    repo = lrepo
+    first = coordinator_in(repo, *FAST)
+    new_calc = CALC + "\n\ndef sub(a, b):\n    return a - b\n"
+    commit(repo.other, "calc.py", new_calc, "sub")
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = committed ] && grep -q refs/heads/main; then kill -9 {first.pid}; fi\n')
+    hook.chmod(0o755)
+    before = main_tip(repo)
+    proc = start_land(repo.other, "bob")
+    try:
+        first.proc.wait(60)
+        hook.unlink()
+        assert main_tip(repo) != before  # main moved; its checkout did not
+        assert git(repo.root, "status", "--porcelain", "--untracked-files=no") != ""
+        coordinator_in(repo, *FAST)
+        landed = finish(proc)
+    finally:
+        end_process(proc)
+    assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
+    assert (repo.root / "calc.py").read_text() == new_calc
+    assert [e["kind"] for e in land_events(repo)].count("land.landed") == 1
+    commit(alice(repo), "a.txt", "a\n", "alice's file")  # the queue is not blocked by the checkout
+    after = land(alice(repo), "alice")
+    assert after.rc == 0 and after.json["verdict"] == "landed", after
+    assert (repo.root / "a.txt").read_text() == "a\n" and (repo.root / "calc.py").read_text() == new_calc
+    fsck = subprocess.run(["git", "fsck", "--no-progress"], cwd=repo.root, capture_output=True, text=True, timeout=60)
+    assert fsck.returncode == 0, fsck.stderr
+
+
 def test_a_restart_mid_queue_resumes_it_in_order(tmp_path, coordinator_in):
     go = tmp_path / "go"
     repo = land_repo(tmp_path, gate=go)
