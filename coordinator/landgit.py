@@ -110,8 +110,9 @@ class Git:
     def __init__(self, common: str | os.PathLike) -> None:
         self.common = Path(common)
 
-    async def run(self, *args: str, cwd: Path | None = None, check: bool = True, env: dict | None = None) -> trio.CompletedProcess:
-        argv = ["git", "-c", "core.quotePath=false", *args] if cwd is not None else ["git", f"--git-dir={self.common}", "-c", "core.quotePath=false", *args]
+    async def run(self, *args: str, cwd: Path | None = None, check: bool = True, env: dict | None = None, hooks: bool = True) -> trio.CompletedProcess:
+        config = ["-c", "core.quotePath=false"] + ([] if hooks else ["-c", f"core.hooksPath={os.devnull}"])
+        argv = ["git", *config, *args] if cwd is not None else ["git", f"--git-dir={self.common}", *config, *args]
         child_env = None
         if env:
             child_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in env}
@@ -196,16 +197,18 @@ class Git:
 
     async def checkout_scratch(self, path: Path, commit: str) -> None:
         """The coordinator's own worktree at ``path``, detached at ``commit``, with
-        nothing else in it (made on first use; a half-made one is made again)."""
+        nothing else in it (made on first use; a half-made one is made again).  The
+        repository's hooks do not run here: a ``post-checkout`` written for people's
+        checkouts (failing, or slow) would otherwise fail or stall every landing."""
         if not (path / ".git").exists():
             await self.run("worktree", "prune", check=False)
             if path.exists():
                 await trio.to_thread.run_sync(_remove_tree, path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            await self.run("worktree", "add", "--force", "--detach", str(path), commit)
+            await self.run("worktree", "add", "--force", "--detach", str(path), commit, hooks=False)
             return
-        await self.run("checkout", "-q", "-f", "--detach", commit, cwd=path)
-        await self.run("clean", "-q", "-ffdx", cwd=path)
+        await self.run("checkout", "-q", "-f", "--detach", commit, cwd=path, hooks=False)
+        await self.run("clean", "-q", "-ffdx", cwd=path, hooks=False)
 
     async def checked_out(self, worktree: Path) -> str | None:
         """What a worktree's HEAD is (for the checkout of the integration branch)."""

@@ -322,6 +322,23 @@ def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_m
     assert again.rc == 0 and again.json["verdict"] == "landed", again
 
 
+def test_a_failing_post_checkout_hook_of_the_repository_does_not_block_landings(lrepo, coordinator_in):
+    """The repository's post-checkout hook (written for people's checkouts) does not run
+    in the coordinator's scratch worktree: failing there, it blocked every landing
+    ("could not land: git worktree add", then "git checkout")."""
+    repo = lrepo
+    coordinator_in(repo, *FAST)
+    hook = repo.root / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\necho 'npm install failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    commit(repo.other, "b.txt", "b\n", "bob's file")  # the scratch worktree is made
+    commit(alice(repo), "a.txt", "a\n", "alice's file")  # then checked out again
+    for worktree, agent in ((repo.other, "bob"), (alice(repo), "alice")):
+        result = land(worktree, agent)
+        assert result.rc == 0 and result.json["verdict"] == "landed", result
+    assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
+
+
 def test_a_coordinator_killed_between_moving_main_and_its_checkout_brings_the_checkout_along_at_restart(lrepo, coordinator_in):
     """SIGKILL after main moved and before its checkout followed (a reference-transaction
     hook kills the coordinator as main's update commits): at restart the checkout is
