@@ -595,6 +595,13 @@ class LandQueue:
         results: list[ProbeResult] = await self._runner.run_land_checks(lead.view, specs)
         data = [msgspec.to_builtins(r) for r in results]
         failed = [r for r in data if r.get("verdict") != "pass"]
+        if not failed and (rewritten := await self._rewritten(scratch, candidate)):
+            return data, Refusal(
+                "failed",
+                f"the checks changed files of {merged_onto} they were verifying ({rewritten}): what passed is not what "
+                "would land; make them read-only (a formatter: `autofix = true`, or run it on your branch and commit), and land again",
+                base=base, results=data,
+            )
         if not failed:
             return data, None
         ordered = failed + [r for r in data if r.get("verdict") == "pass"]
@@ -605,6 +612,18 @@ class LandQueue:
             "fix them on your branch (merge the integration branch first to reproduce) and land again",
             base=base, results=ordered, failed=[r["name"] for r in failed],
         )
+
+    async def _rewritten(self, scratch: Path, candidate: str) -> str:
+        """The tracked files the checks left different from ``candidate`` in the scratch
+        worktree, named ("" if none: files git does not track, such as caches, are the
+        checks' own)."""
+        if not (scratch / ".git").is_file():
+            return "the scratch worktree's .git"
+        out = await self._git.run("diff", "--no-renames", "--name-only", "-z", candidate, "--", cwd=scratch, check=False)
+        if out.returncode != 0:
+            return f"git diff there failed: {out.stderr.decode(errors='replace').strip()[:200]}"
+        changed = [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+        return ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
 
     # ------------------------------------------------------------------ memory
 

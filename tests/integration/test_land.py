@@ -339,6 +339,27 @@ def test_a_failing_post_checkout_hook_of_the_repository_does_not_block_landings(
     assert {"a.txt", "b.txt"} <= set(git(repo.root, "ls-tree", "--name-only", "main").split())
 
 
+def test_a_check_that_rewrites_the_merged_files_refuses_the_landing_it_did_not_verify(lrepo, coordinator_in):
+    """A check (not declared autofix) that changes a tracked file of the merged tree
+    passed on content that is not what would land: the landing is refused naming the
+    file, and main does not move.  Files git does not track (caches) are the checks' own."""
+    repo = lrepo
+    (repo.root / "lockstep.toml").write_text("[checks.fmt]\ncmd = \"sh -c 'echo \\\"# formatted\\\" >> calc.py; echo cache > cache.txt'\"\n")
+    git(repo.root, "commit", "-qam", "a formatter as a check")
+    git(repo.other, "merge", "-q", "main")
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    before = main_tip(repo)
+    result = land(repo.other, "bob")
+    assert result.rc == 1 and result.json["verdict"] == "failed", result
+    assert "changed files" in result.json["reason"] and "(calc.py)" in result.json["reason"], result.json["reason"]
+    assert main_tip(repo) == before and (repo.root / "calc.py").read_text() == CALC
+    (repo.root / "lockstep.toml").write_text("[checks.cache]\ncmd = \"sh -c 'echo cache > cache.txt'\"\n")
+    git(repo.root, "commit", "-qam", "a check writing an untracked cache only")
+    landed = land(repo.other, "bob")
+    assert landed.rc == 0 and landed.json["verdict"] == "landed", landed
+
+
 def test_a_coordinator_killed_between_moving_main_and_its_checkout_brings_the_checkout_along_at_restart(lrepo, coordinator_in):
     """SIGKILL after main moved and before its checkout followed (a reference-transaction
     hook kills the coordinator as main's update commits): at restart the checkout is
