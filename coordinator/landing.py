@@ -338,7 +338,7 @@ class LandQueue:
             await self._note(rec.LandPreflight(**self._common(entry), base=base, attempt=entry.attempts))
             self._stage(entry, "preflight", base=base)
             if await git.is_ancestor(entry.head, base):  # already there (e.g. landed before a restart)
-                decided[entry.job] = (self._landed(entry, base, base, base, [], []), [])
+                decided[entry.job] = (await self._already_there(entry, base), [])
                 continue
             try:
                 commit = await self._merged(entry, base, tip)
@@ -475,6 +475,30 @@ class LandQueue:
             **self._common(entry), commit=commit, base=base, head=entry.head, changed=changed, commits=commits[:LANDED_COMMITS_KEPT],
             waited=round((entry.started_at or now) - entry.queued_at, 3), took=round(now - entry.queued_at, 3),
         )
+
+    async def _already_there(self, entry: Entry, base: str) -> rec.LandLanded:
+        """The verdict of a landing whose head is on the integration branch already: the
+        merge that brought it, with the files and commits it brought (so its claims on
+        them are freed, as when it lands: a coordinator stopped after moving the branch
+        decides the landing at restart).  With no merge to find (a fast-forward, the tip
+        itself): the tip, nothing brought."""
+        git = self._git
+        out = await git.run("rev-list", "--first-parent", "--reverse", f"--max-count={LANDED_COMMITS_KEPT}", base, "--not", entry.head, check=False)
+        line = out.stdout.decode().split()
+        low, high = 0, len(line)  # the first of ``line`` (oldest first) holding the head: each after it does too
+        while low < high:
+            mid = (low + high) // 2
+            if await git.is_ancestor(entry.head, line[mid]):
+                high = mid
+            else:
+                low = mid + 1
+        if low == len(line):
+            return self._landed(entry, base, base, base, [], [])
+        merge = line[low]
+        parent = await git.resolve(f"{merge}^1")
+        if parent is None:
+            return self._landed(entry, base, base, base, [], [])
+        return self._landed(entry, parent, merge, parent, await git.changed(parent, merge), await git.commits_between(parent, merge))
 
     def _checkout_of(self, target: str) -> Path | None:
         """The worktree that has the integration branch checked out, if any."""

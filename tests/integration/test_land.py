@@ -367,6 +367,7 @@ def test_a_coordinator_killed_between_moving_main_and_its_checkout_brings_the_ch
     every later landing; the landing is decided once and the repository is sound."""
     repo = lrepo
     first = coordinator_in(repo, *FAST)
+    assert cli("intent", "calc.py", "--agent", "bob", cwd=repo.other).rc == 0
     new_calc = CALC + "\n\ndef sub(a, b):\n    return a - b\n"
     commit(repo.other, "calc.py", new_calc, "sub")
     hook = repo.root / ".git" / "hooks" / "reference-transaction"
@@ -384,6 +385,9 @@ def test_a_coordinator_killed_between_moving_main_and_its_checkout_brings_the_ch
     finally:
         end_process(proc)
     assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    # decided after the restart as what it was: its merge commit, the file it brought (freed)
+    assert landed["commit"] == main_tip(repo) and landed["base"] == before and landed["changed"] == ["calc.py"], landed
+    assert "calc.py" not in {c["pattern"] for c in status(repo)["claims"]}
     assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
     assert (repo.root / "calc.py").read_text() == new_calc
     assert [e["kind"] for e in land_events(repo)].count("land.landed") == 1
