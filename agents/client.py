@@ -48,6 +48,7 @@ from agents.oneshot import (  # shared with the blocking client; re-exported her
     default_timeout,
     expect,
     follow_coordinator,
+    key_refused,
     make_hello,
     resolve_endpoint,
     stderr_notice,
@@ -80,8 +81,11 @@ __all__ = [
 REDISCOVER_EVERY = 5  # heartbeats between looks at the state file (did the coordinator move?)
 
 class Connection:
-    def __init__(self, endpoint: str, timeout: float, sock: TrioSocket) -> None:
+    def __init__(self, endpoint: str, timeout: float, sock: TrioSocket, monitor: zmq.Socket | None = None) -> None:
         self.endpoint = endpoint
+        # With CURVE keys: where libzmq reports a handshake the coordinator refused (a
+        # revoked key), read when a request goes unanswered (else it reads as "unreachable").
+        self._monitor = monitor
         self.timeout = timeout
         self._sock = sock
         self._req_ids = itertools.count(1)
@@ -106,6 +110,8 @@ class Connection:
                 if isinstance(reply, m.Error):
                     raise RequestFailed(reply)
                 return reply
+            if self._monitor is not None and self._monitor.poll(0):
+                raise key_refused(self.endpoint)
             raise CoordinatorUnreachable(
                 f"no answer from the coordinator at {self.endpoint} within {self.timeout:g}s "
                 "(is `lockstep serve` running for this repository?)"
@@ -160,11 +166,13 @@ async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncI
     raw.setsockopt(zmq.RECONNECT_IVL, 50)
     raw.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
     raw.setsockopt(zmq.IPV6, 1)  # tcp://[::1]:PORT
-    curve.secure(raw, endpoint)  # a joined clone's keys (protocol.curve)
+    monitor = None
+    if curve.secure(raw, endpoint):  # a joined clone's keys (protocol.curve)
+        monitor = raw.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
     sock = TrioSocket(raw)
     try:
         raw.connect(endpoint)
-        conn = Connection(endpoint, default_timeout() if timeout is None else timeout, sock)
+        conn = Connection(endpoint, default_timeout() if timeout is None else timeout, sock, monitor)
         with single_errors():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(conn._read_replies)
@@ -173,6 +181,9 @@ async def open_connection(endpoint: str, timeout: float | None = None) -> AsyncI
                 finally:
                     nursery.cancel_scope.cancel()
     finally:
+        if monitor is not None:
+            raw.disable_monitor()
+            monitor.close(linger=0)
         sock.close()
 
 

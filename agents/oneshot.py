@@ -230,11 +230,7 @@ class Connection:
         while left > 0:
             ready = dict(poller.poll(_poll_ms(left)))
             if self._monitor in ready:
-                raise RequestFailed(m.Error(
-                    code="revoked",
-                    message=f"the coordinator at {self.endpoint} refused this clone's key (revoked, or from another "
-                    "coordinator): ask its operator for a new `lockstep invite` and run `lockstep join` again",
-                ))
+                raise key_refused(self.endpoint)
             if self._sock in ready:
                 return True
             left = deadline - time.monotonic()
@@ -259,6 +255,15 @@ class Connection:
         self._sock.close(linger=0)
         self._context.term()
 
+
+
+def key_refused(endpoint: str) -> "RequestFailed":
+    """What a CURVE handshake the coordinator refused means (seen on a monitor socket)."""
+    return RequestFailed(m.Error(
+        code="revoked",
+        message=f"the coordinator at {endpoint} refused this clone's key (revoked, or from another "
+        "coordinator): ask its operator for a new `lockstep invite` and run `lockstep join` again",
+    ))
 
 @contextmanager
 def open_connection(endpoint: str, timeout: float | None = None) -> Iterator[Connection]:

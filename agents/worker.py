@@ -139,7 +139,7 @@ class Worker:
         try:
             await self.ready()
         except RequestFailed as exc:
-            self.say(f"lockstep worker: refused: {exc.reply.message}")
+            self.say(f"lockstep worker: refused: {exc.message}")
             return 1
         self.say(f"lockstep worker: running {self.name}'s probes in {self.place.worktree} for {self.conn.endpoint}")
         try:
@@ -199,7 +199,7 @@ class Worker:
         except CoordinatorUnreachable:
             pass  # still away: the next beat tries again
         except RequestFailed as exc:
-            raise Dismissed(f"refused by the coordinator ({exc.reply.code}): {exc.reply.message}") from None
+            raise Dismissed(f"refused by the coordinator ({exc.code}): {exc.message}") from None
 
     # -- one piece of work ---------------------------------------------------------------
 

@@ -439,6 +439,24 @@ def test_a_worker_sending_results_that_are_not_probe_results_fails_the_job_sayin
     assert cli("status", "--json", cwd=origin.root).rc == 0
 
 
+def test_a_worker_started_with_a_revoked_key_says_it_was_refused_not_that_nothing_serves(tmp_path: Path, coordinator_in):
+    """A worker of a revoked key, started again: exit 1 saying the key was refused (the
+    CURVE handshake failed), not exit 3 "no answer ... is `lockstep serve` running?"
+    while the coordinator runs; no traceback."""
+    from .conftest import cli
+
+    origin, clone = _serve_curve_on_loopback(tmp_path, coordinator_in)
+    token = cli("invite", "alice", "--json", cwd=origin.root).json["token"]
+    assert cli("join", token, "--no-worker", "--json", cwd=clone).rc == 0
+    assert cli("keys", "revoke", "alice", cwd=origin.root).rc == 0
+    started = cli("worker", cwd=clone)
+    assert started.rc == 1, started
+    assert "refused this clone's key" in started.out + started.err and "Traceback" not in started.err, started
+    as_json = cli("worker", "--json", cwd=clone)
+    assert as_json.rc == 1 and as_json.json["exit"] == 1 and "refused this clone's key" in as_json.json["stopped"], as_json
+    assert cli("status", "--json", cwd=origin.root).rc == 0
+
+
 def _loopback_workers(root: Path) -> list[str]:
     from .conftest import cli
 
