@@ -34,6 +34,7 @@ import msgspec
 import trio
 
 from probes.model import ProbeError, ProbeResult
+from probes.output import DEFAULT_LIMIT, truncate
 from protocol import messages as m
 from protocol.codec import encode
 from protocol.errors import PeerError
@@ -232,8 +233,6 @@ def bounded_result(result: dict[str, Any]) -> dict[str, Any]:
     to the local limit, its other texts and its details bounded.  (A worker runs the
     agent's own checks, so it may report them as it likes; it may not make the ledger
     hold megabytes per result.)"""
-    from probes.output import DEFAULT_LIMIT, truncate
-
     bounded = dict(result)
     for name, value in result.items():
         if isinstance(value, str) and name != "output" and len(value) > RESULT_TEXT_LIMIT:

@@ -52,7 +52,7 @@ class Place(NamedTuple):
 
 
 def locate(cwd: str | os.PathLike | None = None) -> Place:
-    start = Path(cwd or _current_directory()).resolve()
+    start = Path(cwd or current_directory()).resolve()
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel", "--git-common-dir"],
@@ -71,7 +71,7 @@ def locate(cwd: str | os.PathLike | None = None) -> Place:
     return Place(worktree=worktree, repo_id=str(common), state_dir=common / "lockstep", in_git=True)
 
 
-def _current_directory() -> str:
+def current_directory() -> str:
     """The working directory; one that was removed (a worktree deleted under a shell) is
     bad input said in one line, not a FileNotFoundError from ``os.getcwd``."""
     try:

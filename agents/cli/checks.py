@@ -158,21 +158,12 @@ def _check(kind: str, params: dict[str, Any], name: str | None, timeout: float |
 
     try:  # bad parameters (and --timeout nan, 0 or -1) are bad input (exit 2), found before anything runs
         limit = {} if timeout is None else {"timeout": timeout}
-        prepare(ProbeSpec(name=name or kind, kind=kind, params={**params, **_reach(kind)}, cwd=_cwd(), **limit))
+        prepare(ProbeSpec(name=name or kind, kind=kind, params={**params, **_reach(kind)}, cwd=discovery.current_directory(), **limit))
     except ProbeError as exc:
         raise Failure("bad_request", exc.message, EXIT_USAGE) from None
     probe = m.ProbeRequest(kind=kind, name=name or kind, params=params, timeout=timeout)
-    gate = _run_job(agent, endpoint, lambda s: m.Check(probe=probe, cwd=_cwd(), session=s), as_json)
+    gate = _run_job(agent, endpoint, lambda s: m.Check(probe=probe, cwd=discovery.current_directory(), session=s), as_json)
     _finish(gate, as_json)
-
-
-def _cwd() -> str:
-    """Where the check runs: the current directory; a removed one is bad input (exit 2)
-    in one line, not a traceback."""
-    try:
-        return os.getcwd()
-    except FileNotFoundError:
-        raise UsageError("the current directory no longer exists (removed?): cd into a worktree of the repository", code="bad_path") from None
 
 
 def _reach(kind: str) -> dict[str, Any]:
@@ -192,7 +183,7 @@ def _reach(kind: str) -> dict[str, Any]:
 def _inside_worktree(path: str, what: str) -> None:
     """Checks look at this worktree's files: a path outside it is bad input (exit 2)."""
     top = discovery.locate().worktree.resolve()
-    target = Path(_cwd(), path).resolve()
+    target = Path(discovery.current_directory(), path).resolve()
     if target != top and top not in target.parents:
         raise Failure("bad_path", f"{what} {path} is outside this worktree ({top}): checks look at the repository's files", EXIT_USAGE)
 
@@ -441,7 +432,7 @@ def verify(new_turn, full_job, explain, agent, endpoint, as_json):
     load_config(discovery.locate().worktree)  # a broken lockstep.toml is bad input (exit 2), not a failed run
     venv = os.environ.get("VIRTUAL_ENV", "")  # the venv active here is the one checks use
     tree = _content()[0] if agent else ""  # content that already passed answers at once
-    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=_cwd(), session=s, new_turn=new_turn, venv=venv, tree=tree), as_json, explain)
+    gate = _run_job(agent, endpoint, lambda s: m.Verify(cwd=discovery.current_directory(), session=s, new_turn=new_turn, venv=venv, tree=tree), as_json, explain)
     _finish(gate, as_json)
 
 
@@ -542,7 +533,7 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
     except UnicodeDecodeError as exc:
         raise UsageError(f"{plan_file}: not UTF-8 text ({exc})") from None
     Plan.parse(text, plan_file)  # bad input is exit 2 before anything runs
-    build = lambda s: m.PlanRun(plan=text, source=str(Path(plan_file).resolve()), cwd=_cwd(), session=s)  # noqa: E731
+    build = lambda s: m.PlanRun(plan=text, source=str(Path(plan_file).resolve()), cwd=discovery.current_directory(), session=s)  # noqa: E731
     if detach:
         accepted = ask(endpoint, build(None))
         click.echo(json.dumps({"job": accepted.job}) if as_json else f"plan started: job {accepted.job}")

@@ -45,7 +45,8 @@ def _interrupt_while_running(repo, marker: str, *args: str) -> int:
 def test_ctrl_c_on_a_check_ends_its_command_and_children_on_the_coordinator(repo, coordinator):
     coordinator(*FAST)
     marker = f"abandoned-{uuid.uuid4().hex}"
-    script = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(1000)',sys.argv[1]]); time.sleep(1000)"
+    # a command that waits until it is killed (no timer), and a child that does the same
+    script = "import signal,subprocess,sys; subprocess.Popen([sys.executable,'-c','import signal; signal.pause()',sys.argv[1]]); signal.pause()"
     rc = _interrupt_while_running(repo, marker, "check", "command", "--timeout", "1000", "--", sys.executable, "-c", script, marker)
     assert rc == 130
     wait_until(lambda: not _alive(marker), timeout=15, what="the abandoned command and its child to end")
@@ -57,7 +58,7 @@ def test_ctrl_c_on_a_check_ends_its_command_and_children_on_the_coordinator(repo
 def test_ctrl_c_on_an_agents_verify_cancels_it_and_the_coordinator_keeps_serving(repo, coordinator):
     coordinator(*FAST)
     marker = f"abandoned-verify-{uuid.uuid4().hex}"
-    (repo.root / "lockstep.toml").write_text(f'[checks.slow]\ncmd = "sleep 1000 # {marker}"\ntimeout = "1000s"\n')
+    (repo.root / "lockstep.toml").write_text(f'[checks.slow]\ncmd = "tail -f /dev/null # {marker}"\ntimeout = "1000s"\n')
     rc = _interrupt_while_running(repo, marker, "verify", "--agent", "alice")
     assert rc == 130
     wait_until(lambda: not _alive(marker), timeout=15, what="the abandoned verify check to end")
@@ -71,7 +72,7 @@ def test_only_the_requesting_session_may_cancel_a_job(repo, coordinator):
     coordinator(*FAST)
     marker = f"kept-{uuid.uuid4().hex}"
     proc = subprocess.Popen(
-        [*LOCKSTEP, "check", "command", "--agent", "alice", "--timeout", "1000", "--", sys.executable, "-c", "import time; time.sleep(1000)", marker],
+        [*LOCKSTEP, "check", "command", "--agent", "alice", "--timeout", "1000", "--", sys.executable, "-c", "import signal; signal.pause()", marker],
         cwd=repo.root, env=env_for(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -64,14 +64,19 @@ def _growth_while(process: psutil.Process, before: int, handled, what: str) -> i
     return max(peak, process.memory_info().rss) - before
 
 
+def _dealer(option: int, value: int) -> zmq.Socket:
+    """A DEALER in a context of its own (``sock.context.term()`` after closing it)."""
+    sock = zmq.Context().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(option, value)
+    return sock
+
+
 def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(repo, coordinator):
     c = coordinator(*STEADY)
     endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
     quiet = RawClient(endpoint)
-    hog_ctx = zmq.Context()
-    hog = hog_ctx.socket(zmq.DEALER)
-    hog.setsockopt(zmq.LINGER, 0)
-    hog.setsockopt(zmq.RCVHWM, 1)  # it holds (almost) nothing itself: the coordinator must
+    hog = _dealer(zmq.RCVHWM, 1)  # it holds (almost) nothing itself: the coordinator must
     try:
         session = _hold_many_claims(quiet)
         coordinator_process = psutil.Process(c.pid)
@@ -99,7 +104,7 @@ def test_a_client_that_never_reads_is_cut_off_and_the_others_are_still_served(re
         assert "cut off connection" in (repo.state_dir / "coordinator.log").read_text()
     finally:
         hog.close()
-        hog_ctx.term()
+        hog.context.term()
         quiet.close()
 
 
@@ -110,10 +115,7 @@ def test_a_client_sending_megabyte_frames_faster_than_they_are_read_does_not_gro
     c = coordinator(*STEADY)
     endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
     quiet = RawClient(endpoint)
-    flood_ctx = zmq.Context()
-    flood = flood_ctx.socket(zmq.DEALER)
-    flood.setsockopt(zmq.LINGER, 0)
-    flood.setsockopt(zmq.SNDHWM, 10 * BIG_FRAMES)  # the flooder would hold them all: the coordinator must not
+    flood = _dealer(zmq.SNDHWM, 10 * BIG_FRAMES)  # the flooder would hold them all: the coordinator must not
     frame = encode(m.SendText(to="bob", text="x" * (m.HARD_FRAME_LIMIT - 100)))  # refused too_large, after reading
     try:
         quiet.send(encode(m.Hello(agent="quiet", req=1)))
@@ -133,5 +135,5 @@ def test_a_client_sending_megabyte_frames_faster_than_they_are_read_does_not_gro
         assert isinstance(quiet.reply(timeout_ms=20_000), m.Granted)
     finally:
         flood.close()
-        flood_ctx.term()
+        flood.context.term()
         quiet.close()

@@ -389,16 +389,16 @@ from agents.client import open_connection, resolve_endpoint
 from protocol import messages as m
 from protocol.discovery import locate
 
-async def beat(conn):
-    while True:  # a silent worker is forgotten within a second at the test's heartbeat
+async def beat(conn, every):
+    while True:  # a worker's heartbeat, at the period the coordinator's welcome gives (as lockstep worker's)
         conn.send_oneway(m.WorkerBeat())
-        await trio.sleep(0.05)
+        await trio.sleep(every)
 
 async def main():
     place = locate()
     async with open_connection(resolve_endpoint(place, None)) as conn, trio.open_nursery() as nursery:
-        await conn.request(m.WorkerReady(agent="alice", host="garbled", worktrees=[str(place.worktree)]))
-        nursery.start_soon(beat, conn)
+        welcome = await conn.request(m.WorkerReady(agent="alice", host="garbled", worktrees=[str(place.worktree)]))
+        nursery.start_soon(beat, conn, welcome.heartbeat)
         while True:
             work = await conn.next_unsolicited()
             if not isinstance(work, m.Work):
