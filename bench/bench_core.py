@@ -5,6 +5,7 @@ decodes a msgpack claim, stores it and encodes a reply.
 
     python bench/bench_core.py                  # CPU time, median of 5 rounds
     python bench/bench_core.py --instructions   # instructions, under valgrind (about 3 min)
+    python bench/bench_core.py --instructions --turns --per-session 200   # and the loop's work around it
 
 Workload: 100 live sessions, each claiming 200 distinct files one at a time (20,000
 grants; the registry grows from 0 to 20,000 claims), then releasing them; every message
@@ -16,7 +17,11 @@ executed instructions with callgrind instead (the same count for the same code a
 inputs, however loaded the machine: a figure two trees can be compared by across days).
 It runs each measurement twice, with and without the workload, and subtracts, so the
 interpreter's start-up and imports cancel out (a release: the claims and their releases,
-minus the claims).  It is a benchmark, not a test.
+minus the claims).  ``--turns`` adds what the request loop does around the core, minus
+sockets and trio: decode each frame, commit each batch of 200 messages' records to a
+real ledger file, encode the replies and publications, with the cyclic collector set as
+``serve`` sets it (its passes are deterministic too: they follow allocation counts).
+It is a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +48,8 @@ from protocol import messages as m  # noqa: E402
 from protocol.codec import decode_request, encode  # noqa: E402
 
 SESSIONS = 100
+TURN = 200  # messages per turn of the request loop under figure 2 of bench_coordinator.py
+SERVE_GC_THRESHOLD = (10_000, 50, 100)  # what coordinator/server.py sets after start-up
 
 
 def workload(per_session: int) -> tuple[Core, list[bytes], list[bytes]]:
@@ -65,6 +73,33 @@ def run_core(core: Core, frames: list[bytes], start: float) -> None:
     receive = core.receive
     for k, frame in enumerate(frames):
         receive(b"p", decode_request(frame), start + k * 1e-6)
+
+
+def run_turns(core: Core, frames: list[bytes], start: float, ledger_dir: str) -> None:
+    """What the request loop does per message, minus sockets and trio: decode, decide,
+    commit each batch's records to a real ledger, encode the replies and publications,
+    with the collector set as ``serve`` sets it (its cost is part of the loop's)."""
+    from coordinator.effects import Publish
+    from ledger import Ledger
+    from ledger.records import Record
+
+    ledger = Ledger.open(Path(ledger_dir) / "ledger.db")
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLD)
+    gc.enable()
+    receive, epoch = core.receive, core.registry.epoch
+    for first in range(0, len(frames), TURN):
+        effects: list = []
+        for k, frame in enumerate(frames[first:first + TURN], first):
+            effects += receive(b"p", decode_request(frame), start + k * 1e-6)
+        ledger.append_now([e for e in effects if isinstance(e, Record)], epoch=epoch)
+        for effect in effects:
+            if type(effect) is Send:
+                encode(effect.message)
+            elif type(effect) is Publish:
+                encode(effect.message)
+    gc.disable()
+    ledger.close()
 
 
 def run_floor(frames: list[bytes]) -> None:
@@ -116,7 +151,8 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind (callgrind)")
     parser.add_argument("--per-session", type=int, default=None, help="claims per session (default 200; 20 with --instructions)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=["core", "release", "floor"], help=argparse.SUPPRESS)  # one measured run, for --instructions
+    parser.add_argument("--turns", action="store_true", help="also the request loop's work around the core: decode, ledger commit, encode, collector")
+    parser.add_argument("--only", choices=["core", "release", "floor", "turns"], help=argparse.SUPPRESS)  # one measured run, for --instructions
     args = parser.parse_args()
     if args.only:  # inside valgrind: build the workload, run one side of it once
         # The codec builds its decoder on first use: build it here, in both measured runs,
@@ -126,6 +162,10 @@ def main() -> None:
         gc.disable()  # the collector's passes depend on allocation history, not on the code measured
         if args.only == "floor":
             run_floor(claims)
+            return
+        if args.only == "turns":
+            with tempfile.TemporaryDirectory() as ledger_dir:
+                run_turns(core, claims, 2.0, ledger_dir)
             return
         run_core(core, claims, 2.0)
         if args.only == "release":
@@ -144,6 +184,9 @@ def main() -> None:
         print(f"releases {release:9,.0f} instructions each")
         print(f"floor    {floor:9,.0f} instructions each (decode + dict insert + encode a Granted)")
         print(f"ratio    claims / floor = {core / floor:.1f}")
+        if args.turns:
+            turns = instructions("turns", per_session) / n
+            print(f"turns    {turns:9,.0f} instructions per claim (decode, core, ledger commit per {TURN}, encode, collector)")
     else:
         cpu_rounds(args.per_session or 200, args.rounds)
 
