@@ -8,7 +8,12 @@ import msgspec
 
 from ledger import LedgerReader
 from probes import plan as plans
-from probes.plan import PLAN_END_KINDS, PLAN_LEDGER_KINDS
+from probes.plan import (
+    PLAN_END_KINDS,
+    PLAN_LEDGER_KINDS,
+    PLAN_STOPPED,
+    PLAN_STOPPED_KIND,
+)
 
 
 def _probe_names(probes) -> str:
@@ -48,13 +53,17 @@ def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[di
     started: dict[str, dict] = {}
     records: dict[str, list[plans.TransitionRecord]] = {}
     ended: dict[str, str] = {}
-    for event in reader.events(kinds=["job.started", *PLAN_LEDGER_KINDS]):
+    stopped: dict[str, dict] = {}  # job -> its plan.stopped record (not a transition)
+    for event in reader.events(kinds=["job.started", *PLAN_LEDGER_KINDS, PLAN_STOPPED_KIND]):
         job = event.data.get("job")
         if only_job is not None and job != only_job:
             continue
         if event.kind == "job.started":
             if event.data.get("kind") == "plan":
                 started[job] = event.data
+            continue
+        if event.kind == PLAN_STOPPED_KIND:
+            stopped.setdefault(job, event.data)
             continue
         fields = {k: v for k, v in event.data.items() if k != "job"}
         records.setdefault(job, []).append(msgspec.convert(fields, plans.TransitionRecord))
@@ -73,21 +82,30 @@ def plan_summaries(reader: LedgerReader, only_job: str | None = None) -> list[di
             if record.detail:
                 details[record.step] = record.detail
         waits = None
-        if machine.plan_state == plans.PLAN_RUNNING and job not in ended:
+        state, reason = machine.plan_state, machine.state.reason
+        current = machine.current_step.id if machine.current_step else None
+        steps = [{"id": s.id, "state": s.state, "attempt": s.attempt, "detail": details.get(s.id, "")} for s in machine.state.steps]
+        stop = stopped.get(job)
+        if stop is not None and state == plans.PLAN_RUNNING:  # stopped where it stood: nothing of it runs
+            state = PLAN_STOPPED
+            at = f" at step {stop['step']!r}" if stop.get("step") else ""
+            reason = f"stopped by {stop.get('by') or 'someone'}{at}: {stop.get('reason') or 'no reason given'}"
+            for step in steps:  # the step it interrupted (a step not begun stays pending)
+                if step["id"] == current and step["state"] not in (plans.PENDING, *plans.STEP_TERMINAL):
+                    step["state"] = PLAN_STOPPED
+            current = None
+        elif state == plans.PLAN_RUNNING and job not in ended:
             waits = waiting_on(plan, machine.next_action())
         summaries.append(
             {
                 "job": job,
                 "name": plan.name,
                 "source": data.get("source", ""),
-                "state": machine.plan_state,
-                "reason": machine.state.reason,
-                "current": machine.current_step.id if machine.current_step else None,
+                "state": state,
+                "reason": reason,
+                "current": current,
                 "waits_for": waits,
-                "steps": [
-                    {"id": s.id, "state": s.state, "attempt": s.attempt, "detail": details.get(s.id, "")}
-                    for s in machine.state.steps
-                ],
+                "steps": steps,
             }
         )
     return summaries

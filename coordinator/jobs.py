@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lockstep")
 
 KEEP_FINISHED_JOBS = 500  # finished jobs kept for polling
-CANCELLABLE = ("check", "verify")  # job kinds a requester that stops waiting may cancel
+CANCELLABLE = ("check", "verify", "plan")  # job kinds a requester that stops waiting may cancel
+STOP_REASON_LIMIT = 1000  # characters of a stop's ``by`` / ``reason`` kept in the record
 KEEP_DEPLOYS = 10_000  # deploy.seen records kept in memory for bundle probes (the newest)
 Apply = Callable[[Callable[[float], list[Effect]]], Awaitable[None]]
 
@@ -87,6 +88,10 @@ class JobView:
     started: float = field(default_factory=time.monotonic)
     session: str | None = None  # the session that asked for it: the only one that may cancel it
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)  # cancelled: its probes end
+    name: str = ""  # a plan's [plan] name (``plan stop`` finds it by that)
+    step: str = ""  # a plan's current step
+    stopped: tuple[str, str] | None = None  # a plan someone asked to stop: (by, reason)
+    ended_by_stop: bool = False  # ...and it ended so (not on its own first)
 
     def reply(self, req: int, since: int = 0) -> m.JobReply:
         return m.JobReply(
@@ -98,6 +103,7 @@ class JobView:
             total=self.total,
             results=self.results[max(0, since):] if since else self.results,
             gate=self.gate,
+            stopped=self.ended_by_stop,
         )
 
 
@@ -189,16 +195,47 @@ class JobRunner:
         return [self._annotated(view, r) for r in results]
 
     def answer(self, peer: Any, query: m.JobQuery) -> list[Effect]:
+        if query.stop:
+            return self.stop_plan(peer, query)
         view = self._jobs.get(query.job)
         if view is None:
             return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no job {query.job!r} (finished long ago, or never started)"))]
         if query.cancel and view.gate is None:
             if view.kind not in CANCELLABLE:
-                return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"job {view.job} is a {view.kind} job: only check and verify jobs can be cancelled"))]
+                return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"job {view.job} is a {view.kind} job: only check, verify and plan jobs can be cancelled"))]
             if query.session != view.session:
                 return [Send(peer, m.Error(req=query.req, code="refused", message=f"job {view.job} was asked for in another session: only that one may cancel it"))]
-            view.scope.cancel()
+            if view.kind == "plan":
+                self._stop(view, query.by or view.agent or "its requester", query.reason or "its requester stopped waiting (Ctrl-C)")
+            else:
+                view.scope.cancel()
         return [Send(peer, view.reply(query.req, query.since))]
+
+    def stop_plan(self, peer: Any, query: m.JobQuery) -> list[Effect]:
+        """``plan stop``: stop the running plan whose job id or [plan] name is
+        ``query.job``.  Its task records ``plan.stopped`` and finishes the job once
+        its step's command is ended (the reply says only that the stop is under way)."""
+        view = self._jobs.get(query.job)
+        if view is not None and view.kind != "plan":
+            return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"job {view.job} is a {view.kind} job, not a plan: `lockstep plan status` lists the plans"))]
+        if view is None or view.gate is not None:
+            named = [v for v in self._jobs.values() if v.kind == "plan" and v.gate is None and v.name == query.job]
+            if len(named) > 1:
+                jobs = ", ".join(v.job for v in named)
+                return [Send(peer, m.Error(req=query.req, code="refused", message=f"{len(named)} running plans are named {query.job!r} (jobs {jobs}): name one by its job id"))]
+            if not named:
+                return [Send(peer, m.Error(req=query.req, code="not_found", message=f"no running plan {query.job!r} (a job id or a [plan] name): `lockstep plan status` lists the plans"))]
+            view = named[0]
+        self._stop(view, query.by or "someone", query.reason or "no reason given")
+        return [Send(peer, view.reply(query.req))]
+
+    @staticmethod
+    def _stop(view: JobView, by: str, reason: str) -> None:
+        """End the plan where it stands: its task is cancelled (a running command's
+        whole process group ends: probes/kinds/command.py), then records the stop."""
+        if view.stopped is None:  # the first stop says who and why
+            view.stopped = (by[:STOP_REASON_LIMIT], reason[:STOP_REASON_LIMIT])
+        view.scope.cancel()
 
     def observe(self, nursery: trio.Nursery, publication: m.Publication) -> None:
         """Publications the runner acts on: a passing ``done`` completes a plan step
@@ -268,6 +305,8 @@ class JobRunner:
         gate: m.Gate | None = None
         with view.scope:
             gate, results = await self._work(view, request, remote)
+        if gate is None and view.stopped is not None:
+            gate = await self._record_stop(view)
         if gate is None:  # cancelled: its probes were ended (a command's whole process group)
             gate = m.Gate(subject=view.kind, verdict="fail", job=view.job, agent=view.agent, results=list(view.results),
                           reason=f"cancelled: its requester stopped waiting; {len(view.results)} of {view.total or '?'} checks had finished")
@@ -773,6 +812,7 @@ class JobRunner:
         self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord] | None = None, remote: str | None = None
     ) -> m.Gate:
         plan = plans.Plan.parse(request.plan, request.source or plans.PLAN_FILENAME, self.config.probes_by_name(), self.config.http)
+        view.name = plan.name
         machine = plans.PlanMachine.replay(plan, records) if records else plans.PlanMachine(plan)
         cwd = request.cwd or str(self._repo_root)
         if remote is None:
@@ -781,6 +821,7 @@ class JobRunner:
         view.total = len(plan.steps)
         while True:
             action = machine.next_action()
+            view.step = getattr(action, "step", "")
             if isinstance(action, plans.Finished):
                 verdict = {"succeeded": "pass", "failed": "fail"}.get(action.state, "escalate")
                 return m.Gate(subject="plan", verdict=verdict, reason=f"plan {plan.name!r} {action.state}: {action.reason}".rstrip(": "), job=view.job, agent=view.agent)
@@ -810,12 +851,27 @@ class JobRunner:
                 return plans.Event(plans.RUN_PASSED if ok else plans.RUN_FAILED, step, detail)
             case plans.WaitForAgent(step=step, agent=agent, expect=expect):
                 done = trio.Event()
-                self._done_waiters.setdefault(agent, []).append(done)
-                notice = rec.Notice(agent=agent, message=f"plan {plan.name!r} step {step!r} waits for you: {expect}; say `lockstep done` when it is")
-                await self._apply(lambda now: self._core.note(notice, now))
-                await done.wait()
+                waiters = self._done_waiters.setdefault(agent, [])
+                waiters.append(done)
+                try:
+                    notice = rec.Notice(agent=agent, message=f"plan {plan.name!r} step {step!r} waits for you: {expect}; say `lockstep done` when it is")
+                    await self._apply(lambda now: self._core.note(notice, now))
+                    await done.wait()
+                finally:  # a stopped plan waits no more
+                    if done in waiters:
+                        waiters.remove(done)
                 return plans.Event(plans.RUN_PASSED, step, f"{agent} passed its done gate")
         raise PeerError("internal", f"unknown plan action {action!r}")
+
+    async def _record_stop(self, view: JobView) -> m.Gate:
+        """A stopped plan's ``plan.stopped`` record, and its gate (outside its cancelled
+        scope: these are written whatever the step was doing)."""
+        by, reason = view.stopped or ("someone", "no reason given")
+        record = rec.PlanStopped(agent=view.agent, job=view.job, plan=view.name, step=view.step, by=by, reason=reason)
+        await self._apply(lambda now: self._core.note(record, now))
+        view.ended_by_stop = True
+        at = f" at step {view.step!r}" if view.step else ""
+        return m.Gate(subject="plan", verdict="fail", reason=f"plan {view.name!r} stopped by {by}{at}: {reason}", job=view.job, agent=view.agent)
 
     async def _failed_probes(self, probes: tuple[Probe | str, ...], cwd: str, runner: ProbePool | RemoteRunner, view: JobView | None = None) -> str:
         """Run a step's probes; '' if all passed, else which failed and why.  Their
@@ -840,13 +896,13 @@ class JobRunner:
         def unfinished() -> list[tuple[dict, list[plans.TransitionRecord], str | None]]:
             started: dict[str, tuple[dict, str | None]] = {}
             records: dict[str, list[plans.TransitionRecord]] = {}
-            for event in ledger.events(kinds=["job.started", *plans.PLAN_LEDGER_KINDS]):
+            for event in ledger.events(kinds=["job.started", *plans.PLAN_LEDGER_KINDS, plans.PLAN_STOPPED_KIND]):
                 job = event.data.get("job")
                 if event.kind == "job.started":
                     if event.data.get("kind") == "plan":
                         started[job] = (event.data, event.agent)
-                elif event.kind in plans.PLAN_END_KINDS:
-                    started.pop(job, None)
+                elif event.kind in plans.PLAN_END_KINDS or event.kind == plans.PLAN_STOPPED_KIND:
+                    started.pop(job, None)  # ended, or stopped by someone: never resumed
                 elif job in started:
                     fields = {k: v for k, v in event.data.items() if k != "job"}
                     records.setdefault(job, []).append(msgspec.convert(fields, plans.TransitionRecord))
@@ -862,10 +918,14 @@ class JobRunner:
         return resumed
 
     async def _resume_plan(self, view: JobView, request: m.PlanRun, records: list[plans.TransitionRecord]) -> None:
-        try:
-            gate = await self._run_plan(view, request, records)
-        except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
-            gate = m.Gate(subject="plan", verdict="escalate", reason=f"cannot resume: {exc}", job=view.job, agent=view.agent)
+        gate: m.Gate | None = None
+        with view.scope:  # ``plan stop`` reaches a resumed plan too
+            try:
+                gate = await self._run_plan(view, request, records)
+            except (ProbeError, PeerError, UsageError, plans.PlanReplayError) as exc:
+                gate = m.Gate(subject="plan", verdict="escalate", reason=f"cannot resume: {exc}", job=view.job, agent=view.agent)
+        if gate is None:  # only a stop cancels it
+            gate = await self._record_stop(view)
         view.gate = gate
         await self._apply(lambda now: self._core.job_finished(view.job, "plan", gate, now))
 

@@ -197,6 +197,8 @@ class RemoteGate:
             return self._forbidden(message, name, f"{type(message).__name__.lower()} is for the coordinator's host only")
         if isinstance(message, m.Enroll):
             return self._forbidden(message, name, "this key is enrolled already")
+        if isinstance(message, m.JobQuery) and message.stop:  # anyone's plan, as a forced release is anyone's claim
+            return self._forbidden(message, name, "stopping a plan is for the coordinator's host only")
         if isinstance(message, m.Hello):
             if message.agent != name:
                 return self._forbidden(message, name, f"the key of {name} may not act as {message.agent}")

@@ -668,6 +668,21 @@ class PlanEscalated(_PlanTransition, frozen=True, kw_only=True):
     KIND: ClassVar[str] = "plan.escalated"
 
 
+class PlanStopped(Record, frozen=True, kw_only=True):
+    """Someone stopped a running plan (``lockstep plan stop``, Ctrl-C on ``plan run``):
+    its running step's command was ended and nothing more of it runs, no rollback
+    either; a restart does not resume it.  Written by the coordinator, not the plan's
+    machine, so it is no transition (``agent`` is who asked for the plan)."""
+
+    KIND: ClassVar[str] = "plan.stopped"
+
+    job: str
+    plan: str  # the plan's [plan] name
+    step: str = ""  # the step that was current ("" if none had started)
+    by: str = ""  # who stopped it
+    reason: str = ""
+
+
 CATALOGUE: tuple[type[Record], ...] = (
     CoordinatorStarted, CoordinatorStopped, CoordinatorPaused, LedgerCompacted, TokensReserved,
     AgentJoined, AgentWatched, AgentAdopted, AgentStale, AgentLeft, AgentForgotten, AgentBlocked,
@@ -679,7 +694,7 @@ CATALOGUE: tuple[type[Record], ...] = (
     TaskQueued, TaskTaken, TaskDone, MessageSent, InboxDelivered,
     PlanStepStarted, PlanStepRunning, PlanStepRetry, PlanStepRan, PlanStepRollingBack,
     PlanStepPassed, PlanStepSkipped, PlanStepRolledBack, PlanStepEscalated,
-    PlanFinished, PlanFailed, PlanEscalated,
+    PlanFinished, PlanFailed, PlanEscalated, PlanStopped,
 )  # fmt: skip
 BY_KIND: dict[str, type[Record]] = {cls.KIND: cls for cls in CATALOGUE}
 PLAN_TRANSITIONS: dict[str, type[Record]] = {

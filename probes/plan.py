@@ -143,6 +143,12 @@ PLAN_RECORD_KINDS: dict[str, str] = {
     PLAN_ESCALATED: "plan.escalated",
 }
 PLAN_END_KINDS = tuple(PLAN_RECORD_KINDS.values())
+# A person stopped the plan (``lockstep plan stop``).  The coordinator writes this
+# record, not the machine: a stop is no event of a step (the step did not fail, so
+# nothing rolls back), it ends the run where it stands, and a stopped plan is never
+# resumed.  ``plan status`` shows the plan as PLAN_STOPPED.
+PLAN_STOPPED_KIND = "plan.stopped"
+PLAN_STOPPED = "stopped"
 # Every ledger kind a plan writes: replaying these rebuilds where each plan stands.
 PLAN_LEDGER_KINDS = tuple(sorted({*STEP_RECORD_KINDS.values(), STARTED_RECORD_KIND, *PLAN_END_KINDS}))
 

@@ -256,6 +256,13 @@ class JobQuery(Request, frozen=True, kw_only=True, tag="job"):
     # Results the asker already has: the reply's ``results`` start after them (a client
     # following a job of thousands of checks would otherwise get them all each poll).
     since: int = 0
+    # Stop a running plan (``lockstep plan stop``): from any session on the coordinator's
+    # host; ``job`` may also be the plan's [plan] name.  ``cancel`` on a plan stops it
+    # the same way, from its own session only (Ctrl-C on ``plan run``).  ``by`` and
+    # ``reason`` go into the ``plan.stopped`` record.
+    stop: bool = False
+    by: str = ""
+    reason: str = ""
 
 
 class PlanRun(Request, frozen=True, kw_only=True, tag="plan_run"):
@@ -569,6 +576,7 @@ class JobReply(Reply, frozen=True, kw_only=True, tag="job_reply"):
     total: int = 0
     results: list[dict[str, Any]] = []
     gate: Gate | None = None
+    stopped: bool = False  # a plan that ended because someone stopped it (``plan stop``)
 
 
 class LandCommit(msgspec.Struct, frozen=True, kw_only=True):

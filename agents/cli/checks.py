@@ -1,5 +1,5 @@
 """CLI commands that run deterministic checks through the coordinator:
-``check KIND``, ``verify``, ``done``, ``plan run`` and ``plan status``.
+``check KIND``, ``verify``, ``done``, ``plan run``, ``plan stop`` and ``plan status``.
 
 A check can take minutes: the coordinator answers with a job id at once, and we poll
 the job, printing each result as it lands (on a terminal, a progress line too) and
@@ -93,18 +93,26 @@ def _follow(session_or_conn: OneShotSession | Connection, accepted: m.Reply, as_
     try:
         return _poll(conn, accepted, as_json, explain)
     except KeyboardInterrupt:
-        _cancel(conn, accepted.job, session)
+        by = session_or_conn.name if isinstance(session_or_conn, OneShotSession) else _who(None)
+        _cancel(conn, accepted, session, by)
         raise
 
 
-def _cancel(conn: Connection, job: str, session: str | None) -> None:
+def _cancel(conn: Connection, accepted: m.Accepted, session: str | None, by: str) -> None:
     """Nobody waits for ``job`` any more (Ctrl-C): ask the coordinator to stop it, so its
-    command does not run on to its timeout holding a probe slot.  Best effort, briefly:
-    a plan or landing refuses, and an unreachable coordinator must not delay the exit."""
+    command does not run on to its timeout holding a probe slot (a plan stops where it
+    stands, as with ``plan stop``).  Best effort, briefly: a landing refuses, and an
+    unreachable coordinator must not delay the exit."""
     try:
-        conn.request(m.JobQuery(job=job, cancel=True, session=session), timeout=CANCEL_TIMEOUT)
+        reason = "Ctrl-C on `lockstep plan run`" if accepted.kind == "plan" else ""
+        conn.request(m.JobQuery(job=accepted.job, cancel=True, session=session, by=by, reason=reason), timeout=CANCEL_TIMEOUT)
     except (LockstepError, KeyboardInterrupt):
         pass
+
+
+def _who(agent: str | None) -> str:
+    """Who stops a plan, for the record: the agent named, else the user."""
+    return agent or os.environ.get("USER") or "operator"
 
 
 def _poll(conn: Connection, accepted: m.Accepted, as_json: bool, explain: bool) -> m.Gate:
@@ -516,7 +524,8 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
     a command or an expected agent action, and post-probes; failures skip, retry,
     roll back the previous step or escalate, as each step says. Every transition is
     a ledger event; an interrupted plan resumes when the coordinator restarts.
-    Exit 0 if the plan succeeded, 1 if it failed or escalated.
+    Ctrl-C stops the plan on the coordinator, as `lockstep plan stop` does (exit 130).
+    Exit 0 if the plan succeeded, 1 if it failed, escalated or was stopped.
 
     \b
     Examples:
@@ -539,6 +548,51 @@ def plan_run(plan_file, detach, agent, endpoint, as_json):
         click.echo(json.dumps({"job": accepted.job}) if as_json else f"plan started: job {accepted.job}")
         return
     _finish(_run_job(agent, endpoint, build, as_json), as_json)
+
+
+STOP_WAIT = 60.0  # seconds `plan stop` waits for the plan's step to end (SIGTERM, then SIGKILL)
+
+
+@plan.command("stop")
+@click.argument("name")
+@click.option("--reason", default="", help="Why, for the ledger's plan.stopped record.")
+@agent_option
+@endpoint_option
+@json_option
+@handle_errors
+def plan_stop(name, reason, agent, endpoint, as_json):
+    """Stop the running plan NAME (its [plan] name, or its job id from `lockstep
+    plan status`), wherever it was started: the running step's command is ended with
+    its whole process group, no further step starts and nothing is rolled back (a
+    stop is no failure of the step). The ledger records plan.stopped (who, why); a
+    stopped plan is not resumed when the coordinator restarts. Waits until the plan
+    has stopped. Exit 0 stopped, 1 no such running plan (or several by that name:
+    name it by its job id), 3 coordinator unreachable.
+
+    \b
+    Examples:
+      lockstep plan stop release-1.4 --reason 'wrong tag'
+      lockstep plan stop 3.12 --json
+    """
+    import time
+
+    by = _who(agent)
+    place = discovery.locate()
+    with open_connection(resolve_endpoint(place, endpoint)) as conn:
+        reply = expect(conn.request(m.JobQuery(job=name, stop=True, by=by, reason=reason or "stopped with `lockstep plan stop`")), m.JobReply)
+        deadline = time.monotonic() + STOP_WAIT
+        backoff = Backoff()
+        while reply.gate is None:
+            if time.monotonic() > deadline:
+                raise Failure("refused", f"plan {name} (job {reply.job}) was asked to stop but had not after {STOP_WAIT:g} s: see `lockstep plan status {reply.job}`", EXIT_REFUSED)
+            backoff.pause()
+            reply = expect(conn.request(m.JobQuery(job=reply.job)), m.JobReply)
+    if not reply.stopped:  # it ended on its own before the stop reached it
+        raise Failure("not_found", f"plan {name} (job {reply.job}) ended on its own before it could be stopped: {reply.gate.verdict}: {reply.gate.reason}", EXIT_REFUSED)
+    if as_json:
+        click.echo(json.dumps({"job": reply.job, "state": "stopped", "reason": reply.gate.reason}))
+    else:
+        click.echo(f"stopped: {reply.gate.reason} (job {reply.job})")
 
 
 @plan.command("status")

@@ -141,6 +141,7 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         run("lockstep inbox", "--agent", "alice", "--all", "--json")
         run("lockstep plan run", "PLAN.toml", "--json")
         run("lockstep plan status", "--json")
+        run("lockstep plan stop", "tiny", "--json", rc=1)  # it has ended: no such running plan
         run("lockstep guard install", "--json")
         run("lockstep guard pre-commit", "--json")
         run("lockstep guard pre-push", "--json", "origin", "url", stdin="")

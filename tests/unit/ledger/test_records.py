@@ -119,6 +119,7 @@ SAMPLES: list[rec.Record] = [
     rec.InboxDelivered(agent="b", session="1.2", messages=[1], tasks=[1], via="UserPromptSubmit"),
     rec.PeerCutOff(agent="a", session="1.2", peer="00e1f2", replies=40, bytes=17_000_000, budget=16_777_216),
     *(cls(agent="a", **_transition(kind)) for kind, cls in rec.PLAN_TRANSITIONS.items()),
+    rec.PlanStopped(agent="a", job="1.3", plan="p", step="s", by="ops", reason="wrong tag"),
 ]
 
 
