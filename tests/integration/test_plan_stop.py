@@ -153,3 +153,18 @@ def test_plan_stop_refuses_what_is_not_a_running_plan(repo, coordinator, tmp_pat
     server.stop()
     unreachable = cli("plan", "stop", "deploy", "--json", cwd=repo.root)
     assert unreachable.rc == 3 and unreachable.json["error"]["code"] == "unreachable", unreachable
+
+
+def test_plan_stop_ends_a_step_that_waits_for_an_agent(repo, coordinator):
+    coordinator(*FAST)
+    (repo.root / "PLAN.toml").write_text(
+        '[plan]\nname = "review"\n\n[[step]]\nid = "approve"\nexpect = "approve the release"\nagent = "reviewer"\n\n'
+        '[[step]]\nid = "after"\nrun = "touch after-ran"\n'
+    )
+    job = cli("plan", "run", "PLAN.toml", "--detach", "--json", cwd=repo.root).json["job"]
+    wait_until(lambda: (_plan(repo, job)["waits_for"] or {}).get("what", "").startswith("agent reviewer"), timeout=30, what="the step to wait for reviewer")
+    stopped = cli("plan", "stop", "review", "--json", cwd=repo.root, timeout=90)
+    assert stopped.rc == 0 and stopped.json["state"] == "stopped", stopped
+    summary = _plan(repo, job)
+    assert summary["state"] == "stopped" and {s["id"]: s["state"] for s in summary["steps"]} == {"approve": "stopped", "after": "pending"}
+    assert status(repo)["jobs"] == [] and not (repo.root / "after-ran").exists()
