@@ -163,8 +163,10 @@ def test_plan_stop_ends_a_step_that_waits_for_an_agent(repo, coordinator):
     )
     job = cli("plan", "run", "PLAN.toml", "--detach", "--json", cwd=repo.root).json["job"]
     wait_until(lambda: (_plan(repo, job)["waits_for"] or {}).get("what", "").startswith("agent reviewer"), timeout=30, what="the step to wait for reviewer")
-    stopped = cli("plan", "stop", "review", "--json", cwd=repo.root, timeout=90)
-    assert stopped.rc == 0 and stopped.json["state"] == "stopped", stopped
+    stopped = cli("plan", "stop", "review", cwd=repo.root, timeout=90)
+    assert stopped.rc == 0 and stopped.out.startswith("stopped: plan 'review' stopped by "), stopped
+    assert "at step 'approve': stopped with `lockstep plan stop`" in stopped.out
+    assert "stopped: stopped by " in cli("plan", "status", job, cwd=repo.root).out
     summary = _plan(repo, job)
     assert summary["state"] == "stopped" and {s["id"]: s["state"] for s in summary["steps"]} == {"approve": "stopped", "after": "pending"}
     assert status(repo)["jobs"] == [] and not (repo.root / "after-ran").exists()
