@@ -16,6 +16,11 @@ worker of that arrangement (zguide ch. 4, ``mdwrkapi.py``):
   goes back as it finishes (``work_progress``), then ``work_done``; ``restore`` is a
   rule's ``rollback``: this worktree back to what its last passing verify run saw
   (``protocol.restore``), paths other agents hold left alone;
+* ``work_cancel`` (its job is over: Ctrl-C on the check, say) ends that work's probes at
+  once, their process groups killed and their slots freed, and answers ``work_done``
+  saying so (the coordinator only logs it); a ``worker_dismissed`` asking it to say
+  ready again does the same for all its work (the coordinator restarted or lost it, so
+  no job waits for that work any more);
 * it stops on SIGINT/SIGTERM (saying ``worker_bye``), when the coordinator dismisses it
   (its key revoked, another worker of the key replaced it), or when its key is refused.
 
@@ -126,6 +131,7 @@ class Worker:
         self.heartbeat = 1.0
         self.liveness = 3
         self.top = place.worktree.resolve()  # the one worktree it runs probes in
+        self.running: dict[str, trio.CancelScope] = {}  # work id -> its scope (cancelled: its probes end)
 
     async def ready(self) -> None:
         hello = m.WorkerReady(agent=self.name, host=_hostname(), worktrees=[str(self.place.worktree)], pid=os.getpid())
@@ -158,9 +164,14 @@ class Worker:
         nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
 
         def take_work(message: m.Message) -> bool:
-            """Work starts from the connection's reader, with no wake-up of this loop."""
+            """Work starts, and is cancelled, from the connection's reader, with no
+            wake-up of this loop."""
+            if isinstance(message, m.WorkCancel):
+                self.cancel(message.job)
+                return True
             if not isinstance(message, m.Work):
                 return False
+            self.running[message.job] = trio.CancelScope()  # before it starts: a cancel right behind it finds it
             nursery.start_soon(self._run, message, name=f"work {message.job}")
             return True
 
@@ -170,6 +181,8 @@ class Worker:
                 message = await self.conn.next_unsolicited()
                 match message:
                     case m.WorkerDismissed(again=True):
+                        for job in list(self.running):  # the coordinator forgot this worker: no job waits for its work
+                            self.cancel(job)
                         nursery.start_soon(self._ready_again)
                     case m.WorkerDismissed(reason=reason):
                         raise Dismissed(f"dismissed by the coordinator: {reason}")
@@ -203,13 +216,28 @@ class Worker:
 
     # -- one piece of work ---------------------------------------------------------------
 
+    def cancel(self, job: str) -> None:
+        """End work ``job`` now (a command probe's whole process group goes with it); work
+        that already ended, or that this worker never ran, is left alone."""
+        scope = self.running.get(job)
+        if scope is not None:
+            scope.cancel()
+
     async def _run(self, work: m.Work) -> None:
+        scope = self.running.setdefault(work.job, trio.CancelScope())
+        done = m.WorkDone(job=work.job, error="cancelled by the coordinator (its job was over); its probes were ended")
         try:
-            done = await self._carry_out(work)
+            with scope:
+                done = await self._carry_out(work)
         except (ProbeError, UsageError) as exc:
             done = m.WorkDone(job=work.job, error=exc.message)
         except Exception as exc:  # a bug in one piece of work: its job fails, the worker goes on
             done = m.WorkDone(job=work.job, error=f"the worker could not run it: {type(exc).__name__}: {exc}")
+        finally:
+            if self.running.get(work.job) is scope:
+                del self.running[work.job]
+        if scope.cancelled_caught:
+            self.say(f"lockstep worker: work {work.job} cancelled by the coordinator; its probes were ended")
         self.conn.send_oneway(done)
 
     async def _carry_out(self, work: m.Work) -> m.WorkDone:

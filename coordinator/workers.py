@@ -17,6 +17,14 @@ to (``remote.RemoteGate.admit``).  From then on:
   once, and so is one whose key is revoked (``drop``: it is told ``worker_dismissed``).
 * One worker per agent: a new ``worker_ready`` from another connection replaces the
   old worker (its running work is lost, it is dismissed).
+* A job that ends without its work's ``work_done`` (its requester cancelled it: Ctrl-C
+  on ``check``/``verify``; or a result it could not read failed it) tells the worker
+  ``work_cancel``: the worker ends that work's probes (their process groups) at once
+  and frees their slots, rather than running a long suite to its end for nobody.  A
+  worker already lost is not told (it was dismissed, or said bye, or is silent: when it
+  comes back it is told to say ready again, and drops the work it still runs).
+* A result for work nobody waits for any more (cancelled, failed, lost, or a job id
+  the coordinator never gave) is logged and dropped, never recorded as a job's result.
 
 Messages arrive in the request loop's turn; the waiting job runs in its own task, so
 ``receive`` only puts them on that job's channel and never waits.  ``send`` is the
@@ -84,7 +92,7 @@ class WorkerBroker:
         self.heartbeat = heartbeat
         self.liveness = liveness
         self._by_agent: dict[str, Worker] = {}
-        self._counts = {"dispatched": 0, "completed": 0, "lost": 0, "no_worker": 0}
+        self._counts = {"dispatched": 0, "completed": 0, "lost": 0, "no_worker": 0, "cancelled": 0, "ignored": 0}
 
     # -- what workers say (in the request loop's turn) ----------------------------------
 
@@ -103,6 +111,8 @@ class WorkerBroker:
             welcome = m.WorkerWelcome(req=message.req, agent=name, heartbeat=self.heartbeat, liveness=self.liveness)
             return [Send(peer, welcome)]
         if worker is None or worker.peer != peer:
+            if isinstance(message, (m.WorkProgress, m.WorkDone)):
+                self._ignore(message, f"{name}'s worker, already lost or replaced")
             if isinstance(message, (m.WorkerBye, m.WorkProgress, m.WorkDone)):
                 return []  # a late word from a worker already lost or replaced: its jobs have ended
             # A beat from a worker we do not know (we restarted): it says ready again.
@@ -111,7 +121,9 @@ class WorkerBroker:
         match message:
             case m.WorkProgress(job=job) | m.WorkDone(job=job):
                 channel = worker.work.get(job)
-                if channel is not None:
+                if channel is None:
+                    self._ignore(message, f"{name}'s worker")
+                else:
                     if channel.statistics().current_buffer_used >= PROGRESS_BACKLOG:
                         self._tell(peer, m.WorkerDismissed(reason=f"more than {PROGRESS_BACKLOG} results of job {job} were waiting"))
                         self._forget(worker, f"worker lost: {name}'s worker sent results faster than its job could record them")
@@ -170,21 +182,31 @@ class WorkerBroker:
         send, receive = trio.open_memory_channel[Any](math.inf)
         worker.work[work.job] = send
         self._counts["dispatched"] += 1
+        answered = False  # the worker said work_done: nothing of the work runs there any more
+        why = "its job ended without waiting for it"
         try:
             self._tell(worker.peer, work)
             async with receive:
                 async for message in receive:
                     if isinstance(message, WorkerLost):
+                        why = message.message
                         raise message
                     if isinstance(message, m.WorkDone):
+                        answered = True
                         for result in message.results:  # a single check's result comes with the end
                             await on_progress(m.WorkProgress(job=message.job, result=result, total=len(message.order)))
                         self._counts["completed"] += 1
                         return message
                     await on_progress(message)
             raise WorkerLost("worker lost")  # pragma: no cover - the channel closes only through _lose
+        except trio.Cancelled:
+            why = "its job was cancelled"
+            raise
         finally:
             worker.work.pop(work.job, None)
+            if not answered and self._by_agent.get(agent) is worker:  # a lost worker is not told: it was dismissed, or is gone
+                self._counts["cancelled"] += 1
+                self._tell(worker.peer, m.WorkCancel(job=work.job, reason=why))
 
     def statistics(self, now: float) -> dict[str, Any]:
         return {**self._counts, "workers": [w.info(now) for w in self._by_agent.values()]}
@@ -193,6 +215,12 @@ class WorkerBroker:
 
     def _tell(self, peer: bytes, message: m.Reply) -> None:
         self._send(peer, encode(message))
+
+    def _ignore(self, message: m.WorkProgress | m.WorkDone, sender: str) -> None:
+        """A late result: logged, never a job's (its work was cancelled, failed or lost)."""
+        self._counts["ignored"] += 1
+        log.info("ignored %s of work %r from %s: no job waits for it (cancelled, failed, lost or unknown)",
+                 "a result" if isinstance(message, m.WorkProgress) else "the end", message.job, sender)
 
     def _forget(self, worker: Worker, why: str) -> None:
         if self._by_agent.get(worker.agent) is worker:

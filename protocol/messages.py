@@ -711,6 +711,18 @@ class Work(Reply, frozen=True, kw_only=True, tag="work"):
     tree: str = ""  # ``restore``: the content to put the worktree back to (a rule's rollback)
 
 
+class WorkCancel(Reply, frozen=True, kw_only=True, tag="work_cancel"):
+    """To a worker (unsolicited, ``req`` 0): the work ``job`` is over for the coordinator
+    (its requester cancelled it, or its job ended without its result): end its probes
+    now (their process groups) and free their slots.  The worker answers with the
+    work's ``work_done`` (``error`` says it was cancelled), which the coordinator, no
+    longer waiting for it, only logs; a job the worker no longer runs is ignored.  A
+    worker older than this message skips it (its reader ignores types it cannot read)."""
+
+    job: str
+    reason: str = ""
+
+
 class WorkerPing(Reply, frozen=True, kw_only=True, tag="worker_ping"):
     """The coordinator's heartbeat to a worker."""
 
@@ -747,7 +759,7 @@ ClientMessage = (
 ServerMessage = (
     Welcome | Granted | Refused | Decision | Released | StatusReply | Ok | Error
     | Accepted | Gate | JobReply | Compacted | Landing | Enrolled | KeysReply | TasksReply | InboxReply
-    | WorkerWelcome | Work | WorkerPing | WorkerDismissed
+    | WorkerWelcome | Work | WorkCancel | WorkerPing | WorkerDismissed
 )
 
 

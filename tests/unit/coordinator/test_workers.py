@@ -182,3 +182,88 @@ async def test_a_worker_flooding_its_job_with_results_is_dropped_and_the_job_fai
             broker.receive(PEER, "alice", m.WorkProgress(job="1.7", result=_result(f"c{n}")), 0.1)
     assert lost and "faster than its job could record them" in lost[0]
     assert not broker.has_worker("alice") and "were waiting" in wire.of(m.WorkerDismissed)[0][1].reason
+
+
+async def _progress_ignored(message: m.WorkProgress) -> None:
+    pass
+
+
+async def test_a_cancelled_job_tells_its_worker_to_end_the_work_and_its_late_result_is_only_logged(caplog):
+    broker, wire = _broker()
+    _ready(broker)
+    recorded = []
+
+    async def progress(message: m.WorkProgress) -> None:
+        recorded.append(message)
+
+    with trio.CancelScope() as job_scope:  # the job's scope, as a JobQuery with cancel (Ctrl-C) cancels it
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(broker.run, "alice", work_for("2.1", "suite"), progress)
+            await trio.testing.wait_all_tasks_blocked()
+            job_scope.cancel()
+    [(peer, cancel)] = wire.of(m.WorkCancel)
+    assert peer == PEER and cancel.job == "2.1" and cancel.reason == "its job was cancelled"
+    assert broker.statistics(0.0)["workers"][0]["running"] == [] and broker.statistics(0.0)["cancelled"] == 1
+    with caplog.at_level("INFO", logger="lockstep"):
+        late = [m.WorkProgress(job="2.1", result=_result("a"), total=1), m.WorkDone(job="2.1", error="cancelled by the coordinator")]
+        assert all(broker.receive(PEER, "alice", message, 0.5) == [] for message in late)
+    assert recorded == [] and broker.statistics(0.0)["ignored"] == 2 and broker.statistics(0.0)["completed"] == 0
+    assert "ignored the end of work '2.1' from alice's worker: no job waits for it" in caplog.text
+    assert broker.has_worker("alice")  # a late result costs the worker nothing
+
+
+async def test_work_that_ended_with_its_work_done_is_not_cancelled():
+    broker, wire = _broker()
+    _ready(broker)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broker.run, "alice", work_for("2.2", "suite"), _progress_ignored)
+        await trio.testing.wait_all_tasks_blocked()
+        broker.receive(PEER, "alice", m.WorkDone(job="2.2", order=["a"], results=[_result("a")]), 0.1)
+    assert not wire.of(m.WorkCancel) and broker.statistics(0.0)["cancelled"] == 0
+
+
+async def test_work_whose_result_cannot_be_read_is_cancelled_on_the_worker():
+    """The job fails at its first unreadable result; the rest of the suite must not run on
+    the worker for nobody."""
+    broker, wire = _broker()
+    _ready(broker)
+    failed = []
+
+    async def ask():
+        try:
+            await broker.run("alice", work_for("2.3", "suite"), _progress_ignored)
+        except WorkerLost as exc:
+            failed.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        broker.receive(PEER, "alice", m.WorkProgress(job="2.3", result={"name": 5}, total=3), 0.1)
+    assert failed and "cannot read" in failed[0]
+    [(peer, cancel)] = wire.of(m.WorkCancel)
+    assert peer == PEER and cancel.job == "2.3" and "cannot read" in cancel.reason
+
+
+@pytest.mark.parametrize("how", ["silence", "revoked", "replaced"])
+async def test_a_lost_worker_is_not_sent_cancels(how, autojump_clock):
+    """Its work failed with ``worker lost``; it was dismissed, or is silent (when it says
+    anything again it is told to say ready again, and drops its work then)."""
+    broker, wire = _broker()
+    _ready(broker)
+
+    async def ask():
+        with pytest.raises(WorkerLost):
+            await broker.run("alice", work_for("2.4", "suite"), _progress_ignored)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        if how == "silence":
+            broker.beat(3.5)
+        elif how == "revoked":
+            broker.drop("alice", "the key of alice was revoked")
+        else:
+            _ready(broker, peer=b"\x00\xff\xffw2", now=1.0)
+    assert not wire.of(m.WorkCancel)
+    assert broker.receive(PEER, "alice", m.WorkDone(job="2.4"), 4.0) == []
+    assert broker.statistics(0.0)["ignored"] == 1

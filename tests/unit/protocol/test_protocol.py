@@ -20,7 +20,7 @@ TAGGED = [m.Hello, m.Heartbeat, m.Watch, m.Claim, m.Release, m.Intent, m.Status,
           m.Check, m.Verify, m.Done, m.JobQuery, m.PlanRun, m.Wrote, m.TurnStart, m.Land, m.LandQuery, m.Accepted, m.Gate, m.JobReply, m.Compacted, m.Landing,
           m.Welcome, m.Granted, m.Refused, m.Decision, m.Released, m.StatusReply, m.Ok, m.Error, m.Publication,
           m.Enroll, m.Keys, m.Enrolled, m.KeysReply, m.Tasks, m.SendText, m.InboxQuery, m.TasksReply, m.InboxReply, m.Ran,
-          m.WorkerReady, m.WorkerBeat, m.WorkProgress, m.WorkDone, m.WorkerBye, m.WorkerWelcome, m.Work, m.WorkerPing, m.WorkerDismissed]
+          m.WorkerReady, m.WorkerBeat, m.WorkProgress, m.WorkDone, m.WorkerBye, m.WorkerWelcome, m.Work, m.WorkCancel, m.WorkerPing, m.WorkerDismissed]
 NESTED = [m.Conflict, m.AgentInfo, m.ClaimInfo, m.HoldInfo, m.JobInfo, m.ProbeRequest, m.StaleBase, m.MergeHoldInfo,
           m.LandConflict, m.LandCommit, m.KeyInfo, m.TaskInfo, m.MessageInfo]
 
