@@ -20,7 +20,8 @@ worker of that arrangement (zguide ch. 4, ``mdwrkapi.py``):
   once, their process groups killed and their slots freed, and answers ``work_done``
   saying so (the coordinator only logs it); a ``worker_dismissed`` asking it to say
   ready again does the same for all its work (the coordinator restarted or lost it, so
-  no job waits for that work any more);
+  no job waits for that work any more); and so does a welcome, after a ``worker_ready``
+  sent again, for the work it does not list as still awaited;
 * it stops on SIGINT/SIGTERM (saying ``worker_bye``), when the coordinator dismisses it
   (its key revoked, another worker of the key replaced it), or when its key is refused.
 
@@ -135,10 +136,14 @@ class Worker:
 
     async def ready(self) -> None:
         hello = m.WorkerReady(agent=self.name, host=_hostname(), worktrees=[str(self.place.worktree)], pid=os.getpid())
+        started_before = set(self.running)  # work arriving while we wait for the welcome is the coordinator's newest
         welcome = await self.conn.request(hello)
         if not isinstance(welcome, m.WorkerWelcome):
             raise Dismissed(f"unexpected answer to worker_ready: {type(welcome).__name__}")
         self.heartbeat, self.liveness = welcome.heartbeat, welcome.liveness
+        if welcome.running is not None:  # None: a coordinator too old to say
+            for job in started_before - set(welcome.running):
+                self.cancel(job)  # no job waits for it: the coordinator restarted, or lost this worker
         _write_state(self.place, self.name, ready=True)
 
     async def serve(self) -> int:

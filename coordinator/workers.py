@@ -21,8 +21,9 @@ to (``remote.RemoteGate.admit``).  From then on:
   on ``check``/``verify``; or a result it could not read failed it) tells the worker
   ``work_cancel``: the worker ends that work's probes (their process groups) at once
   and frees their slots, rather than running a long suite to its end for nobody.  A
-  worker already lost is not told (it was dismissed, or said bye, or is silent: when it
-  comes back it is told to say ready again, and drops the work it still runs).
+  worker already lost is not told (it was dismissed, or said bye, or is silent).  A
+  worker that says ``worker_ready`` again is welcomed with the work the coordinator
+  still waits for from it (none, if it had forgotten or lost it): it drops the rest.
 * A result for work nobody waits for any more (cancelled, failed, lost, or a job id
   the coordinator never gave) is logged and dropped, never recorded as a job's result.
 
@@ -108,7 +109,7 @@ class WorkerBroker:
                 worker = self._by_agent[name] = Worker(peer, name, message.host, list(message.worktrees), message.pid, now, now)
                 log.info("worker for %s ready on %s (%s)", name, message.host or "?", ", ".join(message.worktrees) or "no worktree")
             worker.last_heard = now
-            welcome = m.WorkerWelcome(req=message.req, agent=name, heartbeat=self.heartbeat, liveness=self.liveness)
+            welcome = m.WorkerWelcome(req=message.req, agent=name, heartbeat=self.heartbeat, liveness=self.liveness, running=sorted(worker.work))
             return [Send(peer, welcome)]
         if worker is None or worker.peer != peer:
             if isinstance(message, (m.WorkProgress, m.WorkDone)):

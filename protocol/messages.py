@@ -691,6 +691,11 @@ class WorkerWelcome(Reply, frozen=True, kw_only=True, tag="worker_welcome"):
     agent: str
     heartbeat: float
     liveness: int
+    # The work the coordinator still waits for from this worker (a worker it knew: its
+    # running work ids; a worker it did not: none).  A worker saying ready again drops
+    # whatever else it started before: no job waits for it (the coordinator restarted,
+    # or lost it to silence).  None: not said (a coordinator older than this field).
+    running: list[str] | None = None
 
 
 class Work(Reply, frozen=True, kw_only=True, tag="work"):

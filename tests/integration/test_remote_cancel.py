@@ -133,3 +133,39 @@ def test_ctrl_c_on_a_remote_verify_holding_every_slot_of_the_worker_frees_them_a
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
     assert worker.returncode == 0
+
+
+def test_a_coordinator_killed_mid_check_and_restarted_gets_the_worker_to_drop_that_work(tmp_path: Path, coordinator_in):
+    """No cancel can come from a coordinator killed with SIGKILL; its successor does not
+    know the worker nor its work: the worker, welcomed again with no work awaited, ends
+    the orphaned command and runs the next check."""
+    served = []
+
+    def serve(*args):
+        served.append(coordinator_in(*args))
+        return served[-1]
+
+    origin, clone, worker = _joined_with_a_worker(tmp_path, serve)
+    pidfile = tmp_path / "orphan.pid"
+    check = subprocess.Popen(
+        [*LOCKSTEP, "check", "command", "--agent", "alice", "--timeout", "1000", "--", "sh", "-c", PAUSE.format(pidfile=pidfile)],
+        cwd=clone, env=env_for(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    pid = None
+    try:
+        wait_until(lambda: _running(_pid_in(pidfile)), timeout=20, what="the check's command to run on alice's worker")
+        pid = _pid_in(pidfile)
+        (coordinator,) = served
+        coordinator.kill()
+        end_process(check)  # its requester gave up with the coordinator gone
+        coordinator.start()  # the same endpoint and keys, a new epoch
+        wait_until(lambda: pid_gone(pid), timeout=20, what="the orphaned command to end on the worker's host")
+        wait_until(lambda: _loopback_workers(origin.root) == ["alice"], timeout=20, what="alice's worker ready again")
+        following = cli("check", "command", "--agent", "alice", "--json", "--", "sh", "-c", "echo the-next-job-ran", cwd=clone)
+        assert following.rc == 0 and following.json["verdict"] == "pass", following
+    finally:
+        end_process(check)
+        end_process(worker)
+        if _running(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert worker.returncode == 0

@@ -267,3 +267,17 @@ async def test_a_lost_worker_is_not_sent_cancels(how, autojump_clock):
     assert not wire.of(m.WorkCancel)
     assert broker.receive(PEER, "alice", m.WorkDone(job="2.4"), 4.0) == []
     assert broker.statistics(0.0)["ignored"] == 1
+
+
+async def test_a_welcome_lists_the_work_the_coordinator_still_waits_for_from_that_worker(autojump_clock):
+    """A worker saying ready again drops what the welcome does not list: after a silence
+    the coordinator forgot it (nothing listed); one it still knows keeps its work."""
+    broker, _ = _broker()
+    assert _ready(broker).running == []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broker.run, "alice", work_for("3.1", "suite"), _progress_ignored)
+        await trio.testing.wait_all_tasks_blocked()
+        assert _ready(broker, now=0.5).running == ["3.1"]  # the same worker, still known: its work stands
+        nursery.cancel_scope.cancel()
+    broker.beat(10.0)  # silent: lost, forgotten
+    assert _ready(broker, now=10.5).running == []
