@@ -78,11 +78,20 @@ def staged_files(worktree: Path) -> list[str]:
     return name_status_paths(out)
 
 
-def pushed_files(worktree: Path, updates: str) -> list[str]:
+def pushed_files(worktree: Path, updates: str, integration: str | None = None) -> list[str]:
     """Files changed by the commits a push sends (git gives ``local-ref local-sha
     remote-ref remote-sha`` lines on stdin).  Anything else on a line is skipped: only
-    object names ever reach git's command line."""
+    object names ever reach git's command line.
+
+    The commits are those the remote branch lacks and the ``integration`` branch lacks
+    too: commits already on the integration branch (``lockstep land`` moves it locally,
+    ahead of any remote) are everyone's base, not this push's changes - pushing ``main``
+    to a new remote, or a branch that merged ``main``, never re-checks them.  A merge
+    commit counts for the files its own resolution changed (a dense combined diff), not
+    for what it brought in.  No rename detection: a rename is its deleted and its added
+    name, both checked."""
     files: set[str] = set()
+    base = _integration_ref(worktree, integration)
     for line in updates.splitlines():
         parts = line.split()
         if len(parts) != 4 or not all(_OBJECT_NAME.fullmatch(parts[i]) for i in (1, 3)):
@@ -93,11 +102,25 @@ def pushed_files(worktree: Path, updates: str) -> list[str]:
         if set(remote) == {"0"} or not _has_commit(worktree, remote):
             # a new branch, or one whose remote tip we lack: what it has beyond every
             # remote branch we know
-            out = _git(worktree, "log", "--format=", "--name-status", "-z", "-M", local, "--not", "--remotes")
+            exclude = ["--remotes"]
         else:
-            out = _git(worktree, "diff", "--name-status", "-z", "-M", f"{remote}..{local}")
-        files.update(name_status_paths(out))
+            exclude = [remote]
+        out = _git(
+            worktree, "log", "--format=", "--name-only", "-z", "--no-renames", "--diff-merges=dense-combined",
+            local, "--not", *exclude, *base, "--",
+        )
+        files.update(name for name in out.split("\0") if name)
     return sorted(files)
+
+
+def _integration_ref(worktree: Path, name: str | None) -> list[str]:
+    """``[refs/heads/NAME]`` when this repository has that branch, else nothing (a clone
+    whose integration branch is only a remote-tracking one: ``--remotes`` covers it)."""
+    if not name:
+        return []
+    ref = name if name.startswith("refs/") else f"refs/heads/{name}"
+    found = subprocess.run(["git", "rev-parse", "--verify", "-q", f"{ref}^{{commit}}"], cwd=worktree, capture_output=True)
+    return [ref] if found.returncode == 0 else []
 
 
 def _owner(path: Path, hook: str) -> str:

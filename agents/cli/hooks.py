@@ -356,25 +356,26 @@ def guard_pre_push(remote, url, endpoint, as_json):
       LOCKSTEP_AGENT=bob lockstep guard pre-push --json origin url < refs
     """
     from agents import guard as git_guard
-
-    files = git_guard.pushed_files(_git_worktree(), sys.stdin.read())
-    _report_merge_holds(files, endpoint)
-    _check_files(files, endpoint, as_json, "push")
-
-
-def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
-    """Say which pushed files others' merge holds keep (their unmerged commits touch
-    them: merging this push and theirs will conflict unless one goes first)."""
-    from agents import guard as git_guard
     from agents.oneshot import CoordinatorUnreachable
     from protocol import messages as m
 
-    if not files:
-        return
+    worktree, updates = _git_worktree(), sys.stdin.read()
     try:
         state = ask(endpoint, m.Status())
     except CoordinatorUnreachable:
-        return
+        state = None  # _check_files says so
+    # the integration branch's commits are everyone's base, not what this push changes
+    integration = (state.statistics.get("integration") or {}).get("branch") if state is not None else None
+    files = git_guard.pushed_files(worktree, updates, integration if isinstance(integration, str) else None)
+    if state is not None:
+        _report_merge_holds(files, state)
+    _check_files(files, endpoint, as_json, "push")
+
+
+def _report_merge_holds(files: list[str], state) -> None:
+    """Say which pushed files others' merge holds keep (their unmerged commits touch
+    them: merging this push and theirs will conflict unless one goes first)."""
+    from agents import guard as git_guard
     from protocol.paths import escape
 
     me = git_guard.agent_name()

@@ -232,3 +232,28 @@ def test_the_guard_refuses_a_persons_commit_and_push_of_a_path_in_anothers_merge
     _git(repo.root, "add", "src/app.py")
     committed = _git(repo.root, "commit", "-qm", "more")
     assert committed.returncode != 0 and "bob's merge hold" in committed.stderr
+
+
+def test_a_push_is_checked_for_its_own_commits_not_those_already_on_the_integration_branch(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    _change_on_main(repo)  # alice's work, landed
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0  # and she goes on with it
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    _git(repo.root, "remote", "add", "origin", str(remote))
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    bob = {"LOCKSTEP_AGENT": "bob"}
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0  # as the stale-base gate asks
+    (repo.other / "src" / "bob.py").write_text("bob's file\n")
+    _git(repo.other, "add", "src/bob.py")
+    assert _git(repo.other, "commit", "-qm", "bob's file", env=bob).returncode == 0
+    # the first push to a new remote: main's commits (src/app.py among them) are not bob's
+    pushed = _git(repo.other, "push", "-q", "origin", "wt-bob", env=bob)
+    assert pushed.returncode == 0, pushed.stderr
+    pushed = _git(repo.root, "push", "-q", "origin", "main")  # a person publishing the integration branch
+    assert pushed.returncode == 0, pushed.stderr
+    # bob's own change to alice's file, committed past the guard, is still refused
+    (repo.other / "src" / "app.py").write_text("bob's change\n")
+    assert _git(repo.other, "commit", "-qam", "past the guard", "--no-verify", env=bob).returncode == 0
+    refused = _git(repo.other, "push", "-q", "origin", "wt-bob", env=bob)
+    assert refused.returncode != 0 and "src/app.py" in refused.stderr and "alice" in refused.stderr
