@@ -78,6 +78,29 @@ def staged_files(worktree: Path) -> list[str]:
     return name_status_paths(out)
 
 
+def brought_from_integration(worktree: Path, files: list[str], merging: list[str], integration: str | None) -> set[str]:
+    """Of the staged ``files`` of a merge being concluded, those whose staged content is
+    what a merged commit already on the ``integration`` branch has: ``git merge main``
+    brings main's changes, which are everyone's base, not this commit's writes (the
+    stale-base gate asks for that merge: refusing it for a file main changed that someone
+    holds again left no way forward).  A file the resolution changed differs from every
+    merged head and stays checked; so does everything a merge of any other branch brings."""
+    base = _integration_ref(worktree, integration)
+    if not base or not files:
+        return set()
+    brought: set[str] = set()
+    for head in merging:
+        if not _OBJECT_NAME.fullmatch(head):
+            continue
+        on_base = subprocess.run(["git", "merge-base", "--is-ancestor", head, base[0]], cwd=worktree, capture_output=True)
+        if on_base.returncode != 0:
+            continue
+        out = _git(worktree, "diff", "--cached", "--name-only", "-z", "--no-renames", head, "--")
+        differs = {name for name in out.split("\0") if name}
+        brought.update(path for path in files if path not in differs)
+    return brought
+
+
 def pushed_files(worktree: Path, updates: str, integration: str | None = None) -> list[str]:
     """Files changed by the commits a push sends (git gives ``local-ref local-sha
     remote-ref remote-sha`` lines on stdin).  Anything else on a line is skipped: only

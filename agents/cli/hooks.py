@@ -336,8 +336,22 @@ def guard_pre_commit(endpoint, as_json):
       LOCKSTEP_AGENT=bob lockstep guard pre-commit --json
     """
     from agents import guard as git_guard
+    from agents.oneshot import CoordinatorUnreachable
+    from protocol import messages as m
+    from protocol.gitrefs import merge_heads
 
-    _check_files(git_guard.staged_files(_git_worktree()), endpoint, as_json, "commit")
+    worktree = _git_worktree()
+    files = git_guard.staged_files(worktree)
+    merging = merge_heads(worktree)
+    if merging and files:  # concluding a merge: what it brings from the integration branch is not checked
+        try:
+            integration = (ask(endpoint, m.Status()).statistics.get("integration") or {}).get("branch")
+        except CoordinatorUnreachable:
+            integration = None  # _check_files says so
+        if isinstance(integration, str):
+            brought = git_guard.brought_from_integration(worktree, files, merging, integration)
+            files = [path for path in files if path not in brought]
+    _check_files(files, endpoint, as_json, "commit")
 
 
 @guard.command("pre-push")

@@ -257,3 +257,23 @@ def test_a_push_is_checked_for_its_own_commits_not_those_already_on_the_integrat
     assert _git(repo.other, "commit", "-qam", "past the guard", "--no-verify", env=bob).returncode == 0
     refused = _git(repo.other, "push", "-q", "origin", "wt-bob", env=bob)
     assert refused.returncode != 0 and "src/app.py" in refused.stderr and "alice" in refused.stderr
+
+
+def test_concluding_a_merge_of_main_is_not_refused_for_mains_changes_to_a_held_file(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    _change_on_main(repo)  # alice's work, landed
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0  # and she goes on with it
+    bob = {"LOCKSTEP_AGENT": "bob"}
+    for who in (bob, None):  # an agent, then a person
+        assert _git(repo.other, "merge", "-q", "--no-ff", "--no-commit", "main").returncode == 0
+        # a resolution that changes alice's file is bob's write: refused
+        (repo.other / "src" / "app.py").write_text("bob's resolution\n")
+        _git(repo.other, "add", "src/app.py")
+        refused = _git(repo.other, "commit", "-q", "--no-edit", env=who)
+        assert refused.returncode != 0 and "src/app.py" in refused.stderr and "alice" in refused.stderr
+        # main's own change, as it is, is everyone's base
+        assert _git(repo.other, "checkout", "MERGE_HEAD", "--", "src/app.py").returncode == 0
+        done = _git(repo.other, "commit", "-q", "--no-edit", env=who)
+        assert done.returncode == 0, done.stderr
+        assert _git(repo.other, "reset", "-q", "--hard", "HEAD~1").returncode == 0
