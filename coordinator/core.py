@@ -983,7 +983,8 @@ class Core:
     def _on_abandon(self, peer, msg: m.Abandon, now: float) -> None:
         """An operator gives up on a branch: its merge holds are freed."""
         branch = msg.branch if msg.branch.startswith("refs/") else f"refs/heads/{msg.branch}"
-        holds = [h for h in self.registry.merge_holds_by_path.values() if h.branch == branch]
+        # a detached HEAD's holds name its commit id, not a branch
+        holds = [h for h in self.registry.merge_holds_by_path.values() if h.branch in (branch, msg.branch)]
         if not holds:
             held = sorted({h.short_branch for h in self.registry.merge_holds_by_path.values()})
             raise PeerError("bad_request", f"no merge hold waits for branch {msg.branch!r} (branches with holds: {', '.join(held) or 'none'})")

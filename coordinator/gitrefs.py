@@ -136,15 +136,22 @@ class RefWatcher:
         for name in refs:
             if name != index.branch and (name in moved or (main_moved and index.unmerged.get(name))):
                 await self._read_unmerged(name)
-        for name in [n for n in index.unmerged if n not in refs]:
+        # A worktree on a detached HEAD commits on no branch: its commit stands for one
+        # (a release there holds what that commit has beyond main, as on a branch).
+        detached = {head for head in index.worktree_branch.values() if is_commit_id(head) and head != tip}
+        for head in detached:
+            if head not in index.unmerged or (main_moved and index.unmerged[head]):
+                await self._read_unmerged(head)
+        for name in [n for n in index.unmerged if n not in refs and n not in detached]:
             del index.unmerged[name]
         return moved
 
     def _worktree_branches(self) -> dict[str, str]:
-        """Worktree top (resolved) -> the branch it has checked out."""
+        """Worktree top (resolved) -> the branch it has checked out, or the commit id of
+        its detached HEAD."""
         found = {}
         if self.common.name == ".git":  # not bare: the main worktree is its parent
-            branch = symbolic_head(self.common)
+            branch = _checked_out(self.common)
             if branch:
                 found[str(self.common.parent.resolve())] = branch
         for git_dir in _subdirs(self.common / "worktrees"):
@@ -152,7 +159,7 @@ class RefWatcher:
                 top = Path((Path(git_dir) / "gitdir").read_text().strip()).parent
             except OSError:
                 continue
-            branch = symbolic_head(git_dir)
+            branch = _checked_out(git_dir)
             if branch:
                 found[str(top.resolve())] = branch
         return found
@@ -234,6 +241,18 @@ class RefWatcher:
                 commit = self.index.branches.get(name)
                 if commit and name != self.index.branch:
                     await self.ensure_lag(commit)
+
+
+def _checked_out(git_dir: str | os.PathLike) -> str | None:
+    """``refs/heads/NAME`` of a worktree's git dir, or its HEAD's commit id when detached."""
+    branch = symbolic_head(git_dir)
+    if branch:
+        return branch
+    try:
+        head = Path(git_dir, "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return head if is_commit_id(head) else None
 
 
 def _why(exc: BaseException) -> str:

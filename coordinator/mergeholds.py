@@ -41,9 +41,10 @@ class MergeHold:
 
     def describe(self) -> str:
         n = len(self.commits)
+        where = f"branch {self.short_branch}" if self.branch.startswith("refs/") else f"detached HEAD {self.branch}"
         return (
             f"held until {self.holder}'s {n} commit{'s' if n != 1 else ''} touching it reach {self.target} "
-            f"(branch {self.short_branch}); merge it, or an operator runs `lockstep abandon {self.short_branch}`"
+            f"({where}); merge it, or an operator runs `lockstep abandon {self.short_branch}`"
         )
 
 

@@ -277,3 +277,30 @@ def test_concluding_a_merge_of_main_is_not_refused_for_mains_changes_to_a_held_f
         done = _git(repo.other, "commit", "-q", "--no-edit", env=who)
         assert done.returncode == 0, done.stderr
         assert _git(repo.other, "reset", "-q", "--hard", "HEAD~1").returncode == 0
+
+
+def test_commits_on_a_detached_head_are_merge_held_at_release(repo, coordinator):
+    coordinator(*FAST)
+    assert _git(repo.other, "checkout", "-q", "--detach").returncode == 0
+    assert cli("intent", "src/app.py", "--agent", "bob", cwd=repo.other).rc == 0
+    _commit_in(repo.other, "bob's change\n", "bob's change on no branch")
+    commit = _git(repo.other, "rev-parse", "HEAD").stdout.strip()
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    hold = _merge_holds(repo).get("src/app.py")
+    assert hold is not None and hold["holder"] == "bob" and hold["commits"] == [commit]
+    refused = cli("intent", "src/app.py", "--agent", "alice", "--json", cwd=repo.root)
+    assert refused.rc == 1 and f"(detached HEAD {commit})" in refused.json["reason"]
+    assert f"lockstep abandon {commit}" in refused.json["reason"]
+    assert _git(repo.root, "merge", "-q", commit).returncode == 0  # the commit reaches main
+    wait_until(lambda: not _merge_holds(repo), what="the merge hold to be freed by the merge")
+    # and an operator can abandon one by the commit id it names
+    assert _git(repo.other, "checkout", "-q", "--detach", "main").returncode == 0
+    assert cli("intent", "src/other.py", "--agent", "bob", cwd=repo.other).rc == 0
+    (repo.other / "src" / "other.py").write_text("x\n")
+    _git(repo.other, "add", "src/other.py")
+    assert _git(repo.other, "commit", "-qm", "other").returncode == 0
+    commit = _git(repo.other, "rev-parse", "HEAD").stdout.strip()
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    assert "src/other.py" in _merge_holds(repo)
+    assert cli("abandon", commit, cwd=repo.root).rc == 0
+    assert not _merge_holds(repo)
