@@ -297,12 +297,8 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
     state = ask(endpoint, m.Status())
     live = {a.name for a in state.agents if a.state == "alive"}
     claims, holds = list(state.claims), list(state.merge_holds)
-    if state.summarised:  # too many claims to list: what overlaps each file, asked file by file
-        claims, holds = [], []
-        for path in files:
-            part = ask(endpoint, m.Status(path=path))
-            claims += part.claims
-            holds += part.merge_holds
+    if state.summarised:  # too many claims to list: what overlaps the files, asked folder by folder
+        claims, holds = _overlapping(files, endpoint)
     claimed: PatternIndex = PatternIndex()
     for c in claims:
         if c.holder in live:
@@ -320,6 +316,37 @@ def _held(files: list[str], agent: str | None, endpoint: str | None) -> tuple[bo
         return False, "no live agent holds these files"
     more = f", and {len(held) - HELD_LISTED} more" if len(held) > HELD_LISTED else ""
     return True, "held by live agents: " + ", ".join(held[:HELD_LISTED]) + more
+
+
+def _overlapping(files: list[str], endpoint: str | None) -> tuple[list, list]:
+    """The claims and merge holds overlapping ``files`` (patterns, ``/``-separated), from
+    status replies narrowed by path: one per top folder the files are in, a folder
+    whose reply is itself too big to list asked again subfolder by subfolder, down to
+    single files.  (File by file, a commit of 100,000 files took ten minutes.)"""
+    from protocol import messages as m
+
+    claims: list = []
+    holds: list = []
+    pending: list[tuple[int, list[str]]] = [(0, files)]  # (depth of the folder, the files under it)
+    while pending:
+        depth, group = pending.pop()
+        by_child: dict[str, list[str]] = {}
+        for path in group:
+            parts = path.split("/")
+            if len(parts) > depth + 1:
+                by_child.setdefault("/".join(parts[: depth + 1]) + "/", []).append(path)
+            else:
+                part = ask(endpoint, m.Status(path=path))
+                claims += part.claims
+                holds += part.merge_holds
+        for folder, under in by_child.items():
+            part = ask(endpoint, m.Status(path=folder)) if len(under) > 1 else None
+            if part is None or part.summarised:
+                pending.append((depth + 1, under))
+            else:
+                claims += part.claims
+                holds += part.merge_holds
+    return claims, holds
 
 
 @guard.command("pre-commit")

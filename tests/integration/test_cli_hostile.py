@@ -265,6 +265,29 @@ def test_the_guard_sees_a_persons_commit_of_a_held_file_when_status_is_summarise
     assert person.rc == 1 and "held by bulk" in person.json["reason"], person
 
 
+def test_a_persons_big_commit_under_a_summarised_status_is_asked_folder_by_folder(repo, coordinator, agents):
+    """Under a summarised status the guard asked the coordinator file by file: a person's
+    commit of 100,000 files took ten minutes in the hook."""
+    coordinator(*FAST)
+    bulk = agents("bulk", repo.root)
+    for start in range(0, 16_000, 2_000):
+        granted = bulk.do("claim", paths=[f"many/d{i // 100}/f{i:06d}_{'y' * 40}.py" for i in range(start, start + 2_000)], timeout=60)
+        assert granted.get("token"), granted
+    assert cli("status", "--json", cwd=repo.root).json["summarised"]
+    held = "many/d7/f000700_" + "y" * 40 + ".py"
+    _stage(repo.other, [held, "many/d7/new.py", *(f"work/d{i // 100}/f{i}.py" for i in range(3_000))])
+
+    def messages() -> int:
+        return cli("status", "--json", cwd=repo.root).json["statistics"]["core"]["messages"]
+
+    before = messages()
+    person = cli("guard", "pre-commit", "--json", cwd=repo.other, timeout=120)
+    assert person.rc == 1 and f"{held} (held by bulk)" in person.json["reason"], person.out[:500]
+    assert "many/d7/new.py" not in person.json["reason"]
+    asked = messages() - before - 1  # the status call itself
+    assert asked < 100, f"{asked} requests for 3,002 files"
+
+
 def test_too_many_paths_at_once_says_what_to_do(repo, coordinator):
     coordinator(*FAST)
     paths = [f"many/d{i // 100}/f{i:06d}_{'z' * 40}.py" for i in range(6_000)]
