@@ -57,3 +57,18 @@ def test_a_session_that_ends_with_uncommitted_changes_is_recorded(repo, coordina
     [event] = wait_until(lambda: _events(repo), timeout=20, what="the release.uncommitted event")
     assert event["agent"] == "bob" and event["paths"] == ["src/app.py"] and event["when"] == "session end"
     assert event["worktree"] == str(repo.other)
+
+
+def test_a_release_beside_a_thousand_untracked_files_still_names_its_changes(repo, coordinator):
+    coordinator(*FAST)
+    wt = repo.other
+    assert cli("claim", "src/", "--agent", "bob", cwd=wt).rc == 0
+    (wt / "src" / "app.py").write_text("print('changed')\n")
+    (wt / "build").mkdir()
+    for i in range(1_200):  # more than a release carries, all sorting before src/
+        (wt / "build" / f"out{i:04d}.o").write_text("")
+    released = cli("release", "--all", "--agent", "bob", "--json", cwd=wt)
+    assert released.rc == 0, released
+    assert released.json["uncommitted"] == ["src/app.py"]
+    [event] = _events(repo)
+    assert event["paths"] == ["src/app.py"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from protocol.paths import Pattern
-from protocol.uncommitted import touched, uncommitted_paths
+from protocol.uncommitted import fold, touched, uncommitted_paths
 
 
 def test_touched_keeps_the_paths_a_pattern_matches():
@@ -36,3 +36,17 @@ def test_uncommitted_paths_reads_modified_staged_deleted_and_untracked(tmp_path)
 
 def test_uncommitted_paths_outside_a_repository_is_unknown(tmp_path):
     assert uncommitted_paths(str(tmp_path)) is None
+
+
+def test_fold_keeps_every_path_covered_folding_the_biggest_folders_first():
+    paths = [f"build/o{i}.o" for i in range(50)] + ["src/app.py", "src/lib/a.py", "src/lib/b.py", "top.txt"]
+    assert fold(paths, limit=10) == ["build/", "src/app.py", "src/lib/a.py", "src/lib/b.py", "top.txt"]
+    assert fold(paths, limit=4) == ["build/", "src/app.py", "src/lib/", "top.txt"]
+    assert fold(["a/b/c/1", "a/b/c/2", "a/x/1", "z"], limit=2) == ["a/", "z"]
+    assert fold(["a", "b"], limit=5) == ["a", "b"]
+
+
+def test_a_folded_folder_is_touched_by_any_pattern_that_reaches_into_it():
+    patterns = [Pattern.parse("build/x.o"), Pattern.parse("**/*.py")]
+    assert touched(patterns, ["build/", "docs/", "other/"]) == ["build/", "docs/", "other/"]
+    assert touched([Pattern.parse("src/")], ["build/", "src/lib/", "a[1]/"]) == ["src/lib/"]
