@@ -8,7 +8,7 @@
   a moved tip's lag is computed ahead of its next intent.
 * A head's lag is one ``git rev-list HEAD..tip`` on a cache miss (see integration.py).
 * For merge holds: which branch each worktree has checked out (read from the files
-  under ``worktrees/``), and per agent branch the paths its commits touch that main
+  under ``worktrees/``; a removed worktree's branch is remembered while it exists), and per agent branch the paths its commits touch that main
   lacks (``git log tip..branch``), recomputed when that branch moves, or when main
   moves for the branches that had some.
 """
@@ -131,7 +131,14 @@ class RefWatcher:
         if tip != index.tip:
             await self._follow(index.tip, tip)
         index.branches = refs
-        index.worktree_branch = self._worktree_branches()
+        checked_out = self._worktree_branches()
+        # A worktree removed (`git worktree remove`) before its agent's session ended
+        # leaves the agent's commits on its branch: the branch is remembered for as long
+        # as it exists, so the session's end still holds what main lacks.
+        for top, branch in index.worktree_branch.items():
+            if top not in checked_out and branch in refs and branch != index.branch:
+                checked_out[top] = branch
+        index.worktree_branch = checked_out
         main_moved = index.branch in moved
         for name in refs:
             if name != index.branch and (name in moved or (main_moved and index.unmerged.get(name))):

@@ -304,3 +304,17 @@ def test_commits_on_a_detached_head_are_merge_held_at_release(repo, coordinator)
     assert "src/other.py" in _merge_holds(repo)
     assert cli("abandon", commit, cwd=repo.root).rc == 0
     assert not _merge_holds(repo)
+
+
+def test_a_worktree_removed_before_its_session_ends_still_leaves_a_merge_hold(repo, coordinator, agents):
+    coordinator(*FAST)
+    bob = agents("bob", repo.other)
+    assert bob.do("intent", paths=["src/app.py"]).get("verdict") == "allow"
+    _commit_in(repo.other, "bob's change\n", "bob's change")
+    wait_until(lambda: status(repo)["statistics"].get("integration"), what="the index")
+    # the orchestrator cleans up the worktree (its branch stays, unmerged), then bob ends
+    assert _git(repo.root, "worktree", "remove", "--force", str(repo.other)).returncode == 0
+    assert bob.do("exit") == {"event": "bye"}
+    hold = wait_until(lambda: _merge_holds(repo).get("src/app.py"), timeout=20, what="the merge hold")
+    assert hold["holder"] == "bob" and hold["branch"] == "wt-bob"
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
