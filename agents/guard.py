@@ -106,13 +106,14 @@ def pushed_files(worktree: Path, updates: str, integration: str | None = None) -
     remote-ref remote-sha`` lines on stdin).  Anything else on a line is skipped: only
     object names ever reach git's command line.
 
-    The commits are those the remote branch lacks and the ``integration`` branch lacks
-    too: commits already on the integration branch (``lockstep land`` moves it locally,
-    ahead of any remote) are everyone's base, not this push's changes - pushing ``main``
-    to a new remote, or a branch that merged ``main``, never re-checks them.  A merge
-    commit counts for the files its own resolution changed (a dense combined diff), not
-    for what it brought in.  No rename detection: a rename is its deleted and its added
-    name, both checked."""
+    The commits are those the remote branch lacks and, for a push of any other branch
+    than the ``integration`` branch, that the integration branch lacks too: its commits
+    (``lockstep land`` moves it locally, ahead of any remote) are everyone's base, not
+    this push's changes - a branch that merged ``main`` is not refused for them.  A push
+    of the integration branch itself is checked for all it sends.  A merge commit counts
+    for the files its own resolution changed (a dense combined diff), not for what it
+    brought in.  No rename detection: a rename is its deleted and its added name, both
+    checked."""
     files: set[str] = set()
     base = _integration_ref(worktree, integration)
     for line in updates.splitlines():
@@ -120,6 +121,7 @@ def pushed_files(worktree: Path, updates: str, integration: str | None = None) -
         if len(parts) != 4 or not all(_OBJECT_NAME.fullmatch(parts[i]) for i in (1, 3)):
             continue
         local, remote = parts[1], parts[3]
+        excluded = [] if base and base[0] in (parts[0], parts[2]) else base
         if set(local) == {"0"}:
             continue  # a deletion pushes no files
         if set(remote) == {"0"} or not _has_commit(worktree, remote):
@@ -130,7 +132,7 @@ def pushed_files(worktree: Path, updates: str, integration: str | None = None) -
             exclude = [remote]
         out = _git(
             worktree, "log", "--format=", "--name-only", "-z", "--no-renames", "--diff-merges=dense-combined",
-            local, "--not", *exclude, *base, "--",
+            local, "--not", *exclude, *excluded, "--",
         )
         files.update(name for name in out.split("\0") if name)
     return sorted(files)

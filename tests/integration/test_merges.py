@@ -250,7 +250,8 @@ def test_a_push_is_checked_for_its_own_commits_not_those_already_on_the_integrat
     # the first push to a new remote: main's commits (src/app.py among them) are not bob's
     pushed = _git(repo.other, "push", "-q", "origin", "wt-bob", env=bob)
     assert pushed.returncode == 0, pushed.stderr
-    pushed = _git(repo.root, "push", "-q", "origin", "main")  # a person publishing the integration branch
+    # pushing main itself is checked for all it sends: here nothing the remote lacks
+    pushed = _git(repo.root, "push", "-q", "origin", "main")
     assert pushed.returncode == 0, pushed.stderr
     # bob's own change to alice's file, committed past the guard, is still refused
     (repo.other / "src" / "app.py").write_text("bob's change\n")
