@@ -136,6 +136,9 @@ class Core:
         # (same peer, session, req and content) gets its first answer again, not a second
         # grant.  Bounded per session; dropped when the session ends.
         self._answers: dict[str, dict[int, tuple[Any, m.Message, m.Reply]]] = {}
+        # Per session, the branches its worktree had checked out when it wrote (intents):
+        # its commits may be on any of them, not only the one checked out at release.
+        self._wrote_on: dict[str, list[str]] = {}
         self._revoked: dict[str, str] = {}  # session -> what a restart revoked, said when it resumes
 
     # ================================================================ entry points
@@ -492,6 +495,7 @@ class Core:
         self._answers.pop(agent.session, None)
         entries = [e for e in self.registry.entries_of(agent.name) if e.session == agent.session]
         self._release(entries, step.release, f"{agent.name}: {reason}", hold_for)
+        self._wrote_on.pop(agent.session, None)
         if entries and agent.worktree and agent.host == self.host:  # the shell looks for uncommitted work
             self.out.append(CheckUncommitted(session=agent.session, worktree=agent.worktree, patterns=sorted({e.pattern.text for e in entries})))
         if agent.pid is not None:
@@ -560,22 +564,34 @@ class Core:
         agent = self.registry.sessions.get(session)
         if agent is None or not agent.worktree:
             return
-        branch = index.worktree_branch.get(agent.worktree)
-        if not branch or branch == index.branch:
-            return
-        found = mergeholds.held_paths(index.unmerged.get(branch, {}), [e.pattern for e in released])
-        held = self.registry.merge_holds_by_path
-        found = {
-            path: commits for path, commits in found.items()
-            if not (path in held and held[path].holder == holder and set(commits) <= set(held[path].commits))
-        }
-        if not found:
-            return
-        record = rec.MergeHeld(
-            agent=holder, session=session, paths={p: list(c) for p, c in sorted(found.items())}, branch=branch, target=index.short_name
-        )
-        self._record(record)
-        self._publish(rec.MergeHeld.KIND, holder, rec.data_of(record))
+        current = index.worktree_branch.get(agent.worktree)
+        branches = dict.fromkeys([b for b in (current, *self._wrote_on.get(session, ())) if b and b != index.branch])
+        done: set[str] = set()  # a path is held once, for the first branch (the one checked out) that has it
+        for branch in branches:
+            found = mergeholds.held_paths(index.unmerged.get(branch, {}), [e.pattern for e in released])
+            held = self.registry.merge_holds_by_path
+            found = {
+                path: commits for path, commits in found.items()
+                if path not in done and not (path in held and held[path].holder == holder and set(commits) <= set(held[path].commits))
+            }
+            done.update(found)
+            if not found:
+                continue
+            record = rec.MergeHeld(
+                agent=holder, session=session, paths={p: list(c) for p, c in sorted(found.items())}, branch=branch, target=index.short_name
+            )
+            self._record(record)
+            self._publish(rec.MergeHeld.KIND, holder, rec.data_of(record))
+
+    def _note_branch(self, agent: Agent) -> None:
+        """Remember the branch the agent's worktree has checked out as it writes."""
+        index = self.integration
+        branch = index.worktree_branch.get(agent.worktree) if index is not None and agent.worktree else None
+        if branch and branch != index.branch:
+            seen = self._wrote_on.setdefault(agent.session, [])
+            if branch not in seen:
+                seen.append(branch)
+                del seen[:-WROTE_ON_KEPT]
 
     def _merge_conflicts(self, name: str, pattern: Pattern) -> list[m.Conflict]:
         reg = self.registry
@@ -1036,6 +1052,7 @@ class Core:
             named = {p.text for p in paths}
             maybe = [p for p in maybe if p.text not in named]
         self._counts["intents"] += 1
+        self._note_branch(agent)
         stale = self._stale_bases(paths, head, merging)
         if stale and self._stale_blocks():
             verdict, reason, token, conflicts = "block", "; ".join(_stale_reasons(stale)), None, []
@@ -1308,6 +1325,7 @@ def _rebuilt(
     return registry
 
 
+WROTE_ON_KEPT = 16  # branches remembered per session (an agent's branch switches between releases)
 HOLDERS_SUMMARISED = 1_000  # agents named in a summarised status (the biggest holders)
 
 

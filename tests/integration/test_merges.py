@@ -319,3 +319,16 @@ def test_a_worktree_removed_before_its_session_ends_still_leaves_a_merge_hold(re
     hold = wait_until(lambda: _merge_holds(repo).get("src/app.py"), timeout=20, what="the merge hold")
     assert hold["holder"] == "bob" and hold["branch"] == "wt-bob"
     assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
+
+
+def test_commits_on_a_branch_the_agent_switched_away_from_are_merge_held_at_release(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("intent", "src/app.py", "--agent", "bob", cwd=repo.other).rc == 0
+    _commit_in(repo.other, "bob's change\n", "bob's change")
+    commit = _git(repo.other, "rev-parse", "HEAD").stdout.strip()
+    # on to the next task before releasing: a new branch from main
+    assert _git(repo.other, "checkout", "-q", "-b", "next-task", "main").returncode == 0
+    assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
+    hold = _merge_holds(repo).get("src/app.py")
+    assert hold is not None and hold["branch"] == "wt-bob" and hold["commits"] == [commit]
+    assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
