@@ -220,7 +220,8 @@ def _git_worktree():
     return place.worktree
 
 
-def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: str) -> None:
+def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: str, unreachable: Exception | None = None) -> None:
+    """``unreachable``: the coordinator already did not answer (asked once is waited for once)."""
     from agents import guard as git_guard
     from agents.oneshot import CoordinatorUnreachable
 
@@ -230,6 +231,8 @@ def _check_files(files: list[str], endpoint: str | None, as_json: bool, what: st
             click.echo(json.dumps({"allowed": True, "reason": f"nothing to {what}", "files": [], "agent": agent}))
         return
     try:
+        if unreachable is not None:
+            raise unreachable
         blocked, reason = _held(files, agent, endpoint)
     except CoordinatorUnreachable as exc:  # nobody coordinates: nobody holds anything
         click.echo(f"lockstep guard: {exc}; not checked", err=True)
@@ -370,15 +373,16 @@ def guard_pre_commit(endpoint, as_json):
     worktree = _git_worktree()
     files = git_guard.staged_files(worktree)
     merging = merge_heads(worktree)
+    unreachable = None
     if merging and files:  # concluding a merge: what it brings from the integration branch is not checked
         try:
             integration = (ask(endpoint, m.Status()).statistics.get("integration") or {}).get("branch")
-        except CoordinatorUnreachable:
-            integration = None  # _check_files says so
+        except CoordinatorUnreachable as exc:
+            integration, unreachable = None, exc  # _check_files says so
         if isinstance(integration, str):
             brought = git_guard.brought_from_integration(worktree, files, merging, integration)
             files = [path for path in files if path not in brought]
-    _check_files(files, endpoint, as_json, "commit")
+    _check_files(files, endpoint, as_json, "commit", unreachable)
 
 
 @guard.command("pre-push")
@@ -401,16 +405,17 @@ def guard_pre_push(remote, url, endpoint, as_json):
     from protocol import messages as m
 
     worktree, updates = _git_worktree(), sys.stdin.read()
+    unreachable = None
     try:
         state = ask(endpoint, m.Status())
-    except CoordinatorUnreachable:
-        state = None  # _check_files says so
+    except CoordinatorUnreachable as exc:
+        state, unreachable = None, exc  # _check_files says so
     # the integration branch's commits are everyone's base, not what this push changes
     integration = (state.statistics.get("integration") or {}).get("branch") if state is not None else None
     files = git_guard.pushed_files(worktree, updates, integration if isinstance(integration, str) else None)
     if state is not None:
         _report_merge_holds(files, state)
-    _check_files(files, endpoint, as_json, "push")
+    _check_files(files, endpoint, as_json, "push", unreachable)
 
 
 def _report_merge_holds(files: list[str], state) -> None:

@@ -211,3 +211,27 @@ def test_the_agent_is_lockstep_agent_if_set(monkeypatch):
     assert guard.agent_name() is None
     monkeypatch.delenv("LOCKSTEP_AGENT")
     assert guard.agent_name() is None
+
+
+def test_a_silent_coordinator_is_waited_for_once_per_push(repo: Path, tmp_path: Path, monkeypatch):
+    """pre-push asked a coordinator that does not answer twice (its status, then the
+    check), each time for the whole LOCKSTEP_TIMEOUT: a hung coordinator doubled the wait."""
+    from click.testing import CliRunner
+
+    from agents.cli import main
+
+    from .test_oneshot import Router
+
+    silent = Router(tmp_path / "rpc.sock", lambda request: [])
+    try:
+        _write(repo, "src/new.py")
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-q", "-m", "new")
+        updates = f"refs/heads/main {_git(repo, 'rev-parse', 'HEAD')} refs/heads/main {ZERO_SHA}\n"
+        monkeypatch.chdir(repo)
+        monkeypatch.setenv("LOCKSTEP_TIMEOUT", "0.3")
+        said = CliRunner().invoke(main, ["guard", "pre-push", "--endpoint", silent.endpoint, "origin", "url"], input=updates)
+        assert said.exit_code == 0 and "not checked" in said.output, said.output
+        assert len(silent.seen) == 1, silent.seen
+    finally:
+        silent.close()
