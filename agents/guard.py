@@ -30,6 +30,17 @@ HOOKS = ("pre-commit", "pre-push")
 MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook file Lockstep's
 
 
+# What to add to a user's own hook.  pre-push reads git's ref lines on stdin: a hook that
+# reads them itself (`while read ...`) and then runs the guard left it nothing to check.
+ADD_LINE = {
+    "pre-commit": "`lockstep guard pre-commit`",
+    "pre-push": (
+        "`lockstep guard pre-push \"$@\"` with git's ref lines on its stdin (if your hook reads them too, "
+        "keep a copy first: `refs=$(cat)`, then `printf '%s\\n' \"$refs\" | lockstep guard pre-push \"$@\"`)"
+    ),
+}
+
+
 class GuardError(LockstepError):
     pass
 
@@ -182,7 +193,7 @@ def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
             path = folder / hook
             owners[path] = _owner(path, hook)
             if owners[path] == "theirs":
-                raise GuardError(f"{path} exists and is not Lockstep's: add `lockstep guard {hook}` to it yourself")
+                raise GuardError(f"{path} exists and is not Lockstep's: add {ADD_LINE[hook]} to it yourself")
     written = []
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)

@@ -235,3 +235,14 @@ def test_a_silent_coordinator_is_waited_for_once_per_push(repo: Path, tmp_path: 
         assert len(silent.seen) == 1, silent.seen
     finally:
         silent.close()
+
+
+def test_the_refusal_for_someone_elses_pre_push_hook_says_the_guard_needs_the_ref_lines(repo: Path):
+    """A user's pre-push hook that reads git's ref lines itself, then runs the guard as
+    the refusal said, left the guard an empty stdin: every push passed unchecked."""
+    theirs = repo / ".git" / "hooks" / "pre-push"
+    theirs.write_text("#!/bin/sh\nwhile read local_ref local_sha remote_ref remote_sha; do :; done\n")
+    with pytest.raises(GuardError) as caught:
+        install(repo)
+    said = str(caught.value)
+    assert 'lockstep guard pre-push "$@"' in said and "stdin" in said and "refs=$(cat)" in said
