@@ -332,3 +332,22 @@ def test_commits_on_a_branch_the_agent_switched_away_from_are_merge_held_at_rele
     hold = _merge_holds(repo).get("src/app.py")
     assert hold is not None and hold["branch"] == "wt-bob" and hold["commits"] == [commit]
     assert cli("intent", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 1
+
+
+def test_a_force_push_after_rebasing_onto_main_is_checked_for_the_rebased_commits_only(repo, coordinator, tmp_path):
+    coordinator(*FAST)
+    remote = tmp_path / "remote.git"
+    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
+    _git(repo.root, "remote", "add", "origin", str(remote))
+    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    bob = {"LOCKSTEP_AGENT": "bob"}
+    (repo.other / "src" / "bob.py").write_text("bob's file\n")
+    _git(repo.other, "add", "src/bob.py")
+    assert _git(repo.other, "commit", "-qm", "bob's file", env=bob).returncode == 0
+    assert _git(repo.other, "push", "-q", "origin", "wt-bob", env=bob).returncode == 0
+    _change_on_main(repo)  # alice's work, landed
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert _git(repo.other, "rebase", "-q", "main").returncode == 0
+    pushed = _git(repo.other, "push", "-q", "--force", "origin", "wt-bob", env=bob)
+    assert pushed.returncode == 0, pushed.stderr
