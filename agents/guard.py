@@ -26,7 +26,10 @@ from protocol.errors import LockstepError
 
 ZERO_SHA = "0" * 40
 _OBJECT_NAME = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # sha-1 or sha-256
-HOOKS = ("pre-commit", "pre-push")
+HOOKS = ("pre-commit", "pre-push", "pre-merge-commit")
+# The guard command each hook runs: a merge that needs no resolution commits without
+# pre-commit; git runs pre-merge-commit for it instead, with the same staged-files check.
+GUARD_COMMAND = {"pre-commit": "pre-commit", "pre-push": "pre-push", "pre-merge-commit": "pre-commit"}
 MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook file Lockstep's
 
 
@@ -34,6 +37,7 @@ MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook
 # reads them itself (`while read ...`) and then runs the guard left it nothing to check.
 ADD_LINE = {
     "pre-commit": "`lockstep guard pre-commit`",
+    "pre-merge-commit": "`lockstep guard pre-commit`",
     "pre-push": (
         "`lockstep guard pre-push \"$@\"` with git's ref lines on its stdin (if your hook reads them too, "
         "keep a copy first: `refs=$(cat)`, then `printf '%s\\n' \"$refs\" | lockstep guard pre-push \"$@\"`)"
@@ -167,7 +171,8 @@ def _owner(path: Path, hook: str) -> str:
     text = path.read_text(errors="replace")
     if MARKER in text:
         return "ours"
-    return "calls" if f"lockstep guard {hook}" in text or f"agents.cli guard {hook}" in text else "theirs"
+    command = GUARD_COMMAND[hook]
+    return "calls" if f"lockstep guard {command}" in text or f"agents.cli guard {command}" in text else "theirs"
 
 
 def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
@@ -206,7 +211,7 @@ def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
             path.write_text(
                 "#!/bin/sh\n"
                 f"{MARKER}: refuse to commit/push files other agents hold.\n"
-                f'exec "{sys.executable}" -m agents.cli guard {hook} "$@"\n'
+                f'exec "{sys.executable}" -m agents.cli guard {GUARD_COMMAND[hook]} "$@"\n'
             )
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
             written.append(path)

@@ -102,14 +102,16 @@ def read_head(worktree: str | os.PathLike) -> str | None:
 
 def merge_heads(worktree: str | os.PathLike) -> list[str]:
     """The commits a merge in progress in ``worktree`` brings (``MERGE_HEAD`` in its git
-    dir, one id a line; an octopus merge has several), or [] when no merge is under way."""
+    dir, one id a line; an octopus merge has several), or [] when no merge is under way.
+    Inside git's ``pre-merge-commit`` hook there is no ``MERGE_HEAD`` yet: git names the
+    merged commits in ``GITHEAD_<id>`` variables of the hook's environment instead."""
     dirs = git_dirs(worktree)
     if dirs is None:
         return []
     try:
         text = (dirs[0] / "MERGE_HEAD").read_text()
     except OSError:
-        return []
+        return sorted(name[len("GITHEAD_") :] for name in os.environ if name.startswith("GITHEAD_") and is_commit_id(name[len("GITHEAD_") :]))
     return [line.strip() for line in text.splitlines() if is_commit_id(line.strip())]
 
 

@@ -351,3 +351,41 @@ def test_a_force_push_after_rebasing_onto_main_is_checked_for_the_rebased_commit
     assert _git(repo.other, "rebase", "-q", "main").returncode == 0
     pushed = _git(repo.other, "push", "-q", "--force", "origin", "wt-bob", env=bob)
     assert pushed.returncode == 0, pushed.stderr
+
+
+def test_a_merge_that_needs_no_resolution_is_checked_too(repo, coordinator):
+    """git runs no pre-commit for a clean merge: merging a branch that changes a file
+    someone holds went through unchecked.  pre-merge-commit runs the same check."""
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    _change_on_main(repo)  # alice's work, landed
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0  # and she goes on with it
+    _git(repo.root, "checkout", "-q", "-b", "side")
+    (repo.root / "src" / "app.py").write_text("side's change\n")
+    assert _git(repo.root, "commit", "-qam", "side", "--no-verify").returncode == 0
+    _git(repo.root, "checkout", "-q", "main")
+    for who in ({"LOCKSTEP_AGENT": "bob"}, None):  # an agent, then a person
+        refused = _git(repo.other, "merge", "-q", "--no-ff", "--no-edit", "side", env=who)
+        assert refused.returncode != 0 and "src/app.py" in refused.stderr and "alice" in refused.stderr, refused.stderr
+        assert _git(repo.other, "merge", "--abort").returncode == 0
+        # main's own change comes in without a word (it is everyone's base)
+        merged = _git(repo.other, "merge", "-q", "--no-ff", "--no-edit", "main", env=who)
+        assert merged.returncode == 0, merged.stderr
+        assert _git(repo.other, "reset", "-q", "--hard", "HEAD~1").returncode == 0
+
+
+def test_a_clean_merge_of_main_into_a_file_main_also_changed_is_no_stale_base(repo, coordinator):
+    coordinator(*FAST)
+    assert cli("guard", "install", cwd=repo.root).rc == 0
+    (repo.root / "src" / "app.py").write_text("1\n2\n3\n4\n5\n6\n7\n8\n")
+    assert _git(repo.root, "commit", "-qam", "lines", "--no-verify").returncode == 0
+    bob = {"LOCKSTEP_AGENT": "bob"}
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+    (repo.other / "src" / "app.py").write_text("bob\n2\n3\n4\n5\n6\n7\n8\n")
+    assert _git(repo.other, "commit", "-qam", "bob's line", env=bob).returncode == 0
+    (repo.root / "src" / "app.py").write_text("1\n2\n3\n4\n5\n6\n7\nmain\n")
+    assert _git(repo.root, "commit", "-qam", "main's line", "--no-verify").returncode == 0
+    # both lines in one file: the merge is clean, and it is what the stale base asks for
+    merged = _git(repo.other, "merge", "-q", "--no-ff", "--no-edit", "main", env=bob)
+    assert merged.returncode == 0, merged.stderr
+    assert (repo.other / "src" / "app.py").read_text() == "bob\n2\n3\n4\n5\n6\n7\nmain\n"

@@ -155,7 +155,7 @@ def test_install_writes_both_hooks_into_the_common_hooks_folder(repo: Path, tmp_
     assert written == [(repo / ".git" / "hooks" / hook).resolve() for hook in guard.HOOKS]
     for path in written:
         assert os.access(path, os.X_OK)
-        assert f"-m agents.cli guard {path.name}" in path.read_text()
+        assert f"-m agents.cli guard {guard.GUARD_COMMAND[path.name]}" in path.read_text()
     assert install(repo) == written  # installing again is fine
 
 
@@ -200,7 +200,7 @@ def test_install_keeps_a_users_own_hook_that_runs_the_guard(repo: Path):
     kept: list[Path] = []
     written = install(repo, kept)
     assert theirs.read_text() == text
-    assert kept == [theirs.resolve()] and written == [(repo / ".git" / "hooks" / "pre-push").resolve()]
+    assert kept == [theirs.resolve()] and written == [(repo / ".git" / "hooks" / h).resolve() for h in ("pre-push", "pre-merge-commit")]
     assert install(repo) == written  # Lockstep's own hook is rewritten; the user's never
 
 
