@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from .conftest import (
@@ -42,9 +43,9 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, batch: int = 1) -> Repo:
-    """main with a tiny library, its pytest suite and [checks] (and ``[land] required``);
-    worktrees wt-bob and wt-alice on their own branches, both at main."""
+def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, batch: int = 1, git_timeout: float | None = None) -> Repo:
+    """main with a tiny library, its pytest suite and [checks] (and ``[land] required``,
+    ``batch``, ``git_timeout``); worktrees wt-bob and wt-alice on their own branches, both at main."""
     repo = make_repo(tmp_path / "repo")
     (repo.root / "calc.py").write_text(CALC)
     (repo.root / "tests").mkdir()
@@ -55,6 +56,8 @@ def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, 
         checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
     if required or batch > 1:
         checks += f"\n[land]\nrequired = {'true' if required else 'false'}\nbatch = {batch}\n"
+    if git_timeout is not None:
+        checks += f"\n[land]\ngit_timeout = {git_timeout}\n"
     (repo.root / "lockstep.toml").write_text(checks)
     git(repo.root, "add", ".")
     git(repo.root, "commit", "-qm", "a library and its tests")
@@ -320,6 +323,59 @@ def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_m
     hook.unlink()  # the queue still serves
     again = land(repo.other, "bob")
     assert again.rc == 0 and again.json["verdict"] == "landed", again
+
+
+def _processes_with(token: str) -> list[psutil.Process]:
+    """Live processes whose command line names ``token``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(token in arg for arg in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the_queue_goes_on(tmp_path, coordinator_in):
+    """A reference-transaction hook that pauses until killed, as main's update is
+    prepared: after ``[land] git_timeout`` git and the hook are ended, main has not
+    moved, the landing is refused naming the command, the timeout and the hook, and the
+    landing queued behind it lands (git's lock on main was removed)."""
+    repo = land_repo(tmp_path, git_timeout=2)
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    commit(alice(repo), "a.txt", "a\n", "alice's file")
+    armed, token = tmp_path / "hang-once", f"hook-pausing-{tmp_path.name}"
+    armed.write_text("")
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = prepared ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then exec {pause}; fi\n')
+    hook.chmod(0o755)
+    before = main_tip(repo)
+    procs = [start_land(repo.other, "bob")]
+    try:
+        wait_until(lambda: _processes_with(token), timeout=60, what="the hook paused in bob's move of main")
+        procs.append(start_land(alice(repo), "alice"))
+        wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="alice queued")
+        assert [(q["agent"], q["stage"]) for q in status(repo)["landings"]] == [("bob", "landing"), ("alice", "queued")]
+        refused = finish(procs[0], timeout=60)
+        assert refused["rc"] == 1 and refused["verdict"] == "blocked", refused
+        reason = refused["reason"]
+        assert "git update-ref timed out after 2 s" in reason and "hook" in reason and "\n" not in reason, reason
+        wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
+        landed = finish(procs[1], timeout=60)
+    finally:
+        for proc in procs:
+            end_process(proc)
+        for left in _processes_with(token):  # (the old queue left it paused)
+            left.kill()
+    assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    assert landed["base"] == before and main_tip(repo) == landed["commit"]
+    assert (repo.root / "a.txt").exists() and not (repo.root / "b.txt").exists()
+    recorded = [e for e in land_events(repo) if e["data"].get("job") == refused["job"]]
+    assert recorded[-1]["kind"] == "land.refused" and recorded[-1]["data"]["reason"] == reason
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
 
 
 def test_a_failing_post_checkout_hook_of_the_repository_does_not_block_landings(lrepo, coordinator_in):
