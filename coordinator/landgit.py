@@ -17,6 +17,7 @@ their own.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from pathlib import Path
 import trio
 
 from protocol.gitrefs import is_commit_id
+
+log = logging.getLogger("lockstep")
 
 COMMITS_PER_CONFLICT = 5  # integration commits named per conflicting file
 HUNKS_PER_FILE = 10  # conflict hunks shown per file
@@ -227,8 +230,9 @@ class Git:
         ``reference-transaction`` hook stuck at its ``committed`` call, after the update."""
         try:
             out = await self.run("update-ref", "-m", reason, ref, new, old, check=False)
-        except GitTimedOut:
+        except GitTimedOut as exc:
             if await self.resolve(ref) == new:
+                log.warning("%s moved to %s, then %s: the update is kept", ref, new[:10], exc)
                 return True
             raise
         if out.returncode == 0:

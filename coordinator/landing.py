@@ -24,6 +24,13 @@ Per integration branch one landing runs at a time, first in, first out:
    clean (``git read-tree -m -u OLD NEW``); with local changes the landing is refused
    (``blocked``) before anything moves.
 
+Every git call has a deadline (``[land] git_timeout``, ``landgit.Git``): a hook that
+never returns would otherwise hold the queue, and every landing behind it, for good.
+Past it git and its hooks are ended and the landing is refused ``blocked`` naming the
+command; the branch did not move (a ``reference-transaction`` hook stuck after the move
+leaves it landed, its checkout brought along; a checkout that could not follow puts
+the branch back, as for any failed ``read-tree``).
+
 **Batches** (``[land] batch = N``): a round takes up to N landings from the head of
 the queue and merges them in memory one onto the other, in order (a landing that merges
 onto the integration branch but not onto a batch mate waits for the next round); one

@@ -378,6 +378,35 @@ def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the
     assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
 
 
+def test_a_hook_that_never_returns_after_main_moved_lands_the_landing_with_its_checkout(tmp_path, coordinator_in):
+    """The same hook paused at its ``committed`` call: main did move, so the landing is
+    landed (not refused with main holding it) and main's checkout follows, as after a
+    coordinator killed between the two; the hook is ended all the same."""
+    repo = land_repo(tmp_path, git_timeout=2)
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    armed, token = tmp_path / "hang-once", f"hook-pausing-{tmp_path.name}"
+    armed.write_text("")
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = committed ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then exec {pause}; fi\n')
+    hook.chmod(0o755)
+    before = main_tip(repo)
+    proc = start_land(repo.other, "bob")
+    try:
+        wait_until(lambda: _processes_with(token), timeout=60, what="the hook paused after main moved")
+        landed = finish(proc, timeout=60)
+        wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
+    finally:
+        end_process(proc)
+        for left in _processes_with(token):
+            left.kill()
+    assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    assert landed["base"] == before and main_tip(repo) == landed["commit"]
+    assert (repo.root / "b.txt").read_text() == "b\n"
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
+
+
 def test_a_failing_post_checkout_hook_of_the_repository_does_not_block_landings(lrepo, coordinator_in):
     """The repository's post-checkout hook (written for people's checkouts) does not run
     in the coordinator's scratch worktree: failing there, it blocked every landing
