@@ -34,6 +34,7 @@ HUNKS_PER_FILE = 10  # conflict hunks shown per file
 HUNK_LINES = 20  # lines kept of each side of a hunk
 LANDED_COMMITS_KEPT = 500  # a landing's commits recorded (for naming the agent of a later conflict)
 GIT_TIMEOUT = 120.0  # seconds a git call may take (the default of ``[land] git_timeout``)
+RUN_HOOKS = {"update-ref", "fetch", "worktree", "checkout"}  # the commands of a landing that run hooks (reference-transaction, post-checkout)
 TERM_GRACE = 2.0  # seconds a timed-out git has after SIGTERM (to remove its lock files) before SIGKILL
 
 
@@ -135,7 +136,7 @@ class Git:
             child_env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
         done = await self._bounded(argv, cwd, child_env)
         if done is None:
-            guess = " (a hook in .git/hooks?)" if hooks else ""
+            guess = " (a hook in .git/hooks?)" if hooks and args[0] in RUN_HOOKS else ""
             raise GitTimedOut(f"git {args[0]} timed out after {self.timeout:g} s{guess}")
         if check and done.returncode != 0:
             raise GitFailed(f"git {' '.join(args[:3])}: {one_line(done.stderr) or f'exit {done.returncode}'}")

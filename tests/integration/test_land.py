@@ -337,11 +337,12 @@ def _processes_with(token: str) -> list[psutil.Process]:
     return found
 
 
-def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the_queue_goes_on(tmp_path, coordinator_in):
-    """A reference-transaction hook that pauses until killed, as main's update is
-    prepared: after ``[land] git_timeout`` git and the hook are ended, main has not
-    moved, the landing is refused naming the command, the timeout and the hook, and the
-    landing queued behind it lands (git's lock on main was removed)."""
+@pytest.mark.parametrize("ignores_term", [False, True], ids=["pausing", "ignoring-sigterm"])
+def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the_queue_goes_on(tmp_path, coordinator_in, ignores_term):
+    """A reference-transaction hook that pauses until killed (or ignores SIGTERM too), as
+    main's update is prepared: after ``[land] git_timeout`` git and the hook are ended,
+    main has not moved, the landing is refused naming the command, the timeout and the
+    hook, and the landing queued behind it lands (git's lock on main was removed)."""
     repo = land_repo(tmp_path, git_timeout=2)
     coordinator_in(repo, *FAST)
     commit(repo.other, "b.txt", "b\n", "bob's file")
@@ -350,7 +351,8 @@ def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the
     armed.write_text("")
     hook = repo.root / ".git" / "hooks" / "reference-transaction"
     pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
-    hook.write_text(f'#!/bin/sh\nif [ "$1" = prepared ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then exec {pause}; fi\n')
+    deaf = "trap '' TERM; " if ignores_term else ""  # SIG_IGN survives the exec
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = prepared ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then {deaf}exec {pause}; fi\n')
     hook.chmod(0o755)
     before = main_tip(repo)
     procs = [start_land(repo.other, "bob")]
