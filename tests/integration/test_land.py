@@ -54,10 +54,9 @@ def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, 
     if gate is not None:
         (repo.root / "gate.py").write_text(GATE)
         checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
-    if required or batch > 1:
+    if required or batch > 1 or git_timeout is not None:
         checks += f"\n[land]\nrequired = {'true' if required else 'false'}\nbatch = {batch}\n"
-    if git_timeout is not None:
-        checks += f"\n[land]\ngit_timeout = {git_timeout}\n"
+        checks += f"git_timeout = {git_timeout}\n" if git_timeout is not None else ""
     (repo.root / "lockstep.toml").write_text(checks)
     git(repo.root, "add", ".")
     git(repo.root, "commit", "-qm", "a library and its tests")
@@ -325,6 +324,21 @@ def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_m
     assert again.rc == 0 and again.json["verdict"] == "landed", again
 
 
+def _pausing_hook(repo: Repo, tmp_path: Path, stage: str, ignores_term: bool = False) -> tuple[Path, str]:
+    """A reference-transaction hook that, at its ``stage`` call for main, the first time,
+    writes its pid to the returned file and pauses until killed (a process whose command
+    line names the returned token; with ``ignores_term``, deaf to SIGTERM too)."""
+    armed, ran, token = tmp_path / "hang-once", tmp_path / "hook-pid", f"hook-pausing-{tmp_path}"
+    armed.write_text("")
+    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
+    deaf = "trap '' TERM; " if ignores_term else ""  # SIG_IGN survives the exec
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = {stage} ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then\n'
+                    f'  echo $$ > {ran}; {deaf}exec {pause}\nfi\n')
+    hook.chmod(0o755)
+    return ran, token
+
+
 def _processes_with(token: str) -> list[psutil.Process]:
     """Live processes whose command line names ``token``."""
     found = []
@@ -343,31 +357,30 @@ def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the
     main's update is prepared: after ``[land] git_timeout`` git and the hook are ended,
     main has not moved, the landing is refused naming the command, the timeout and the
     hook, and the landing queued behind it lands (git's lock on main was removed)."""
-    repo = land_repo(tmp_path, git_timeout=2)
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go, git_timeout=2)
     coordinator_in(repo, *FAST)
     commit(repo.other, "b.txt", "b\n", "bob's file")
     commit(alice(repo), "a.txt", "a\n", "alice's file")
-    armed, token = tmp_path / "hang-once", f"hook-pausing-{tmp_path.name}"
-    armed.write_text("")
-    hook = repo.root / ".git" / "hooks" / "reference-transaction"
-    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
-    deaf = "trap '' TERM; " if ignores_term else ""  # SIG_IGN survives the exec
-    hook.write_text(f'#!/bin/sh\nif [ "$1" = prepared ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then {deaf}exec {pause}; fi\n')
-    hook.chmod(0o755)
+    ran, token = _pausing_hook(repo, tmp_path, "prepared", ignores_term)
     before = main_tip(repo)
     procs = [start_land(repo.other, "bob")]
     try:
-        wait_until(lambda: _processes_with(token), timeout=60, what="the hook paused in bob's move of main")
+        # bob's landing waits in its verify (the gate) until alice's is queued behind it
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="bob verifying")
         procs.append(start_land(alice(repo), "alice"))
         wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="alice queued")
-        assert [(q["agent"], q["stage"]) for q in status(repo)["landings"]] == [("bob", "landing"), ("alice", "queued")]
+        assert [(q["agent"], q["stage"]) for q in status(repo)["landings"]] == [("bob", "verifying"), ("alice", "queued")]
+        go.write_text("go")  # bob's landing goes on to move main, and the hook pauses
         refused = finish(procs[0], timeout=60)
         assert refused["rc"] == 1 and refused["verdict"] == "blocked", refused
         reason = refused["reason"]
         assert "git update-ref timed out after 2 s" in reason and "hook" in reason and "\n" not in reason, reason
+        assert ran.exists()  # the hook did pause main's update
         wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
         landed = finish(procs[1], timeout=60)
     finally:
+        go.write_text("go")
         for proc in procs:
             end_process(proc)
         for left in _processes_with(token):  # (the old queue left it paused)
@@ -387,17 +400,12 @@ def test_a_hook_that_never_returns_after_main_moved_lands_the_landing_with_its_c
     repo = land_repo(tmp_path, git_timeout=2)
     coordinator_in(repo, *FAST)
     commit(repo.other, "b.txt", "b\n", "bob's file")
-    armed, token = tmp_path / "hang-once", f"hook-pausing-{tmp_path.name}"
-    armed.write_text("")
-    hook = repo.root / ".git" / "hooks" / "reference-transaction"
-    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
-    hook.write_text(f'#!/bin/sh\nif [ "$1" = committed ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then exec {pause}; fi\n')
-    hook.chmod(0o755)
+    ran, token = _pausing_hook(repo, tmp_path, "committed")
     before = main_tip(repo)
     proc = start_land(repo.other, "bob")
     try:
-        wait_until(lambda: _processes_with(token), timeout=60, what="the hook paused after main moved")
         landed = finish(proc, timeout=60)
+        assert ran.exists()  # the hook did pause, after main moved
         wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
     finally:
         end_process(proc)
