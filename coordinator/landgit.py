@@ -3,10 +3,10 @@ worktree, move the integration branch by compare-and-swap.
 
 Every call runs git as a child process through ``trio.run_process``: the coordinator's
 trio loop never waits on git.  Each call has a deadline (``[land] git_timeout``): git
-runs in a process group of its own, so that a hook it started (a ``reference-transaction``
-hook that never returns) is ended with it, and a stuck git refuses the landing it was
-part of instead of stalling the merge queue behind it.  Nothing here touches an agent's worktree; the only
-worktrees written are the coordinator's scratch worktree (under its state directory)
+runs in a process group of its own, so that a hook it started (a
+``reference-transaction`` hook that never returns) is ended with it, and a stuck git
+refuses the landing it was part of instead of stalling the merge queue behind it.
+Nothing here touches an agent's worktree; the only worktrees written are the coordinator's scratch worktree (under its state directory)
 and, when the integration branch is checked out somewhere, that checkout — moved from
 the old commit to the new one with ``git read-tree -m -u`` (git's own two-tree
 fast-forward, which refuses rather than overwrite a local change).
