@@ -121,6 +121,8 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
             return hooks.HookOutcome(0)
         if event.get("tool_name") == "Write" and not hooks.in_repository(hooks.target_path(event), place, cwd):
             return hooks.HookOutcome(0)  # nobody's business, as before the write: the coordinator reads no file outside
+        if event.get("tool_name") == "Write" and not _in_worktree(hooks.target_path(event), place.worktree, cwd):
+            return hooks.HookOutcome(0)  # another worktree's file, or a symlink out: the write check reads only this one's
 
     def decide(agent: str, path: str) -> tuple[str, str, str]:
         return hooks.write_intent(agent, path, cwd, endpoint)
@@ -135,6 +137,20 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
         return gate.verdict == "pass", gate.reason
 
     return hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
+
+
+def _in_worktree(path: str | None, worktree, cwd: str) -> bool:
+    """Whether ``path`` (relative to ``cwd``), symlinks followed, is in ``worktree``
+    (resolved): where the write check may read it (probes/kinds/write.py)."""
+    from pathlib import Path
+
+    if not path:
+        return False
+    try:
+        target = Path(cwd, path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop (RuntimeError before 3.13), a NUL
+        return False
+    return target == worktree or worktree in target.parents
 
 
 @handle_errors

@@ -337,6 +337,7 @@ def guard_pre_commit(endpoint, as_json):
     """
     from agents import guard as git_guard
 
+    _endpoint_well_formed(endpoint)
     _check_files(git_guard.staged_files(_git_worktree()), endpoint, as_json, "commit")
 
 
@@ -357,9 +358,19 @@ def guard_pre_push(remote, url, endpoint, as_json):
     """
     from agents import guard as git_guard
 
+    _endpoint_well_formed(endpoint)
     files = git_guard.pushed_files(_git_worktree(), sys.stdin.read())
     _report_merge_holds(files, endpoint)
     _check_files(files, endpoint, as_json, "push")
+
+
+def _endpoint_well_formed(endpoint: str | None) -> None:
+    """A malformed --endpoint (or LOCKSTEP_ENDPOINT) is bad input (exit 2) at once, in a
+    verb that may not call the coordinator for a while or at all: a guard with nothing
+    to check passed with it, and `mcp` served stdin with it."""
+    given = endpoint or os.environ.get("LOCKSTEP_ENDPOINT")
+    if given:
+        discovery.check_endpoint(given, to_connect=True)
 
 
 def _report_merge_holds(files: list[str], endpoint: str | None) -> None:
@@ -418,6 +429,7 @@ def mcp_server(agent, endpoint, as_json):
 
     name = _need_agent(agent)
     m.check_agent_name(name)  # every tool call would be refused for it: say so now, not per call
+    _endpoint_well_formed(endpoint)  # likewise, before serving
     place = discovery.locate()
 
     def as_agent(body):
