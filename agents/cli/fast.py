@@ -121,36 +121,27 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
             return hooks.HookOutcome(0)
         if event.get("tool_name") == "Write" and not hooks.in_repository(hooks.target_path(event), place, cwd):
             return hooks.HookOutcome(0)  # nobody's business, as before the write: the coordinator reads no file outside
-        if event.get("tool_name") == "Write" and not _in_worktree(hooks.target_path(event), place.worktree, cwd):
-            return hooks.HookOutcome(0)  # another worktree's file, or a symlink out: the write check reads only this one's
 
     def decide(agent: str, path: str) -> tuple[str, str, str]:
         return hooks.write_intent(agent, path, cwd, endpoint)
 
     def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
+        from pathlib import Path
+
+        from probes.kinds.common import worktree_top
         from protocol import messages as m
 
         from .checks import _run_job
 
-        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
-        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s), as_json=True)  # quiet: the answer says it
+        # The check reads files of the worktree it runs in: run it in the one holding the
+        # file (the agent may write in another worktree of the repository).
+        target = os.path.join(cwd, path)
+        probe = m.ProbeRequest(kind="write", name="write", params={"path": target, "sha256": sha256})
+        where = str(worktree_top(Path(target).parent))
+        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=where, session=s), as_json=True)  # quiet: the answer says it
         return gate.verdict == "pass", gate.reason
 
     return hooks.answer(event, decide, verify_write, fail_closed=fail_closed)
-
-
-def _in_worktree(path: str | None, worktree, cwd: str) -> bool:
-    """Whether ``path`` (relative to ``cwd``), symlinks followed, is in ``worktree``
-    (resolved): where the write check may read it (probes/kinds/write.py)."""
-    from pathlib import Path
-
-    if not path:
-        return False
-    try:
-        target = Path(cwd, path).resolve()
-    except (OSError, RuntimeError, ValueError):  # a symlink loop (RuntimeError before 3.13), a NUL
-        return False
-    return target == worktree or worktree in target.parents
 
 
 @handle_errors
