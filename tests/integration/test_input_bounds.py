@@ -121,3 +121,12 @@ def test_the_write_check_reads_no_file_outside_its_worktree(repo, coordinator, t
         assert gate.verdict == "pass", (name, gate)
         checked = cli("check", "write", f"src/{name}", "--sha256", _sha256(b"inside\n"), cwd=repo.root)
         assert checked.rc == 0, checked
+
+
+def test_ledger_compact_with_nobody_at_the_endpoint_is_unreachable_at_once(repo):
+    # it waited out the compaction's ten minutes for a reply that could never come
+    for endpoint in ("tcp://127.0.0.1:1", f"ipc://{repo.root / 'no-coordinator.sock'}"):
+        if endpoint.startswith("ipc://"):
+            (repo.root / "no-coordinator.sock").touch()  # a socket file left behind by a killed coordinator
+        gone = cli("ledger", "compact", "--endpoint", endpoint, cwd=repo.root, timeout=30, env={"LOCKSTEP_TIMEOUT": "1"})
+        assert gone.rc == 3 and "no answer from the coordinator" in gone.err, gone
