@@ -53,6 +53,15 @@ def test_a_claim_ttl_under_the_minimum_is_refused_not_granted_expired(repo, coor
     assert cli("claim", "--agent", "alice", "src/app.py", "--ttl", "30s", cwd=repo.root).rc == 0
 
 
+def test_a_claim_wait_past_a_day_is_one_line_and_exit_2(repo, coordinator):
+    # --wait 1e308 was taken: a refused claim waited for ever, printing a 309-digit wait
+    coordinator(*FAST)
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0
+    for value in ("1e308", "9223372036854775808", "86401", "25h"):
+        _one_line_usage(cli("claim", "--agent", "bob", "src/app.py", "--wait", value, cwd=repo.root), "--wait", "at most 86400 s")
+    assert cli("claim", "--agent", "bob", "src/app.py", "--wait", "0.1", cwd=repo.root).rc == 1  # waited, then refused
+
+
 def test_a_token_never_granted_or_not_positive_says_what_is_wrong(repo, coordinator):
     # each was "token N is not the current grant ...; it was released, expired or superseded"
     coordinator(*FAST)
