@@ -257,6 +257,11 @@ BAD_SPECS = [
     (ProbeSpec(name="x", kind="command", params={"argv": ["a"], "shell": "b"}), "exactly one of argv"),
     (ProbeSpec(name="x", kind="command", params={"argv": []}), "argv is empty"),
     (ProbeSpec(name="x", kind="command", params={"argv": "ls -l"}), "bad params"),
+    # no process exits so, and nothing satisfies nan: the check failed whatever happened
+    (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "expect_exit": 256}), "expect_exit must be an exit status"),
+    (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "expect_exit": -(2**63)}), "expect_exit must be an exit status"),
+    (ProbeSpec(name="x", kind="http", params={"url": "http://localhost/", "json_path": "$.a", "at_least": float("nan")}), "finite"),
+    (ProbeSpec(name="x", kind="http", params={"url": "http://localhost/", "json_path": "$.a", "at_least": float("-inf")}), "finite"),
     # a spawn refuses these: the job ended in an "internal error"
     (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "env": {"A=B": "1"}}), "not a variable name"),
     (ProbeSpec(name="x", kind="command", params={"shell": "true", "env": {"": "1"}}), "not a variable name"),
