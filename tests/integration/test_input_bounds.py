@@ -139,3 +139,20 @@ def test_ledger_compact_with_nobody_at_the_endpoint_is_unreachable_at_once(repo)
             (repo.root / "no-coordinator.sock").touch()  # a socket file left behind by a killed coordinator
         gone = cli("ledger", "compact", "--endpoint", endpoint, cwd=repo.root, timeout=30, env={"LOCKSTEP_TIMEOUT": "1"})
         assert gone.rc == 3 and "no answer from the coordinator" in gone.err, gone
+
+
+def test_the_tool_hooks_report_a_malformed_endpoint_as_said_not_as_unexpected(repo):
+    # codex's and gemini's hooks said "unexpected PeerError: ..." (allowed, as any failure)
+    events = {
+        "gemini": {"session_id": "s", "cwd": str(repo.root), "hook_event_name": "BeforeTool", "tool_name": "write_file",
+                   "tool_input": {"file_path": "src/app.py", "content": "x"}},
+        "codex": {"session_id": "s", "cwd": str(repo.root), "hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+                  "tool_input": {"command": "*** Begin Patch\n*** Update File: src/app.py\n@@\n-print('hi')\n+x\n*** End Patch\n"}},
+    }
+    said = {"nonsense": "unsupported endpoint 'nonsense'", "tcp://127.0.0.1:99999": "port 99999 is not a tcp port to connect to"}
+    for client, event in events.items():
+        for endpoint, words in said.items():
+            done = subprocess.run([*LOCKSTEP, "hook", client, "--endpoint", endpoint], input=json.dumps(event),
+                                  cwd=repo.root, env=env_for({"LOCKSTEP_AGENT": "bob"}), capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and words in done.stdout and "lockstep: " in done.stdout, (client, done)
+            assert "unexpected" not in done.stdout, (client, done.stdout)
