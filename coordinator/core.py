@@ -54,6 +54,7 @@ _BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` acce
 TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsync the turn waits for
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
 MIN_TTL = 0.01  # seconds: a shorter claim or one-shot session would have ended before it was used
+PID_MAX = 2**31 - 1  # pid_t is a signed 32-bit integer
 CLAIM_ROW_BYTES = 75  # a status's claim row in msgpack, field names included, before its strings
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 # Live sessions at once: far above any team's agents, and a bound on what a loop opening
@@ -710,6 +711,7 @@ class Core:
         if msg.repo and self.repo and msg.repo != self.repo:
             raise PeerError("wrong_repo", f"this coordinator serves {self.repo}, not {msg.repo}")
         _check_ttl(msg.ttl)
+        _check_pid(msg.pid)
         live = self.registry.live_agent(msg.agent)
         if live is None and len(self.registry.sessions) >= MAX_LIVE_SESSIONS:  # a new session would open
             if sum(a.live for a in self.registry.sessions.values()) >= MAX_LIVE_SESSIONS:
@@ -779,6 +781,7 @@ class Core:
 
     def _on_watch(self, peer, msg: m.Watch, now: float) -> None:
         agent = self._session(msg.session, now)
+        _check_pid(msg.pid)
         self._record(rec.AgentWatched(agent=agent.name, session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         if agent.host == self.host:
             self.out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
@@ -1389,6 +1392,13 @@ def _check_ttl(ttl: float | None) -> None:
         raise PeerError("bad_request", f"ttl must be positive and finite, not {ttl}")
     if ttl < MIN_TTL:
         raise PeerError("bad_request", f"ttl {ttl:g} s is too short: at least {MIN_TTL:g} s (it would expire before it is used)")
+
+
+def _check_pid(pid: int | None) -> None:
+    """A pid is a positive pid_t (32 bits): a hello with pid 2**31 made the pid watcher's
+    ``os.pidfd_open`` raise OverflowError, which ended the coordinator."""
+    if pid is not None and not 0 < pid <= PID_MAX:
+        raise PeerError("bad_request", f"pid must be a process id (1 to {PID_MAX}), not {pid}")
 
 
 def _parse_new_patterns(paths: list[str]) -> list[Pattern]:

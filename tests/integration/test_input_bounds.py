@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import subprocess
 
-from agents.oneshot import open_connection
+from agents.oneshot import RequestFailed, open_connection
 from protocol import messages as m
 
 from .conftest import LOCKSTEP, cli, env_for, status, wait_until
@@ -156,3 +157,19 @@ def test_the_tool_hooks_report_a_malformed_endpoint_as_said_not_as_unexpected(re
                                   cwd=repo.root, env=env_for({"LOCKSTEP_AGENT": "bob"}), capture_output=True, text=True, timeout=60)
             assert done.returncode == 0 and words in done.stdout and "lockstep: " in done.stdout, (client, done)
             assert "unexpected" not in done.stdout, (client, done.stdout)
+
+
+def test_a_hello_with_a_pid_past_pid_t_is_refused_and_the_coordinator_serves_on(repo, coordinator):
+    # pid 2**31 reached the pid watcher: os.pidfd_open raised OverflowError and the
+    # coordinator ended
+    coordinator(*FAST)
+    endpoint = json.loads((repo.state_dir / "coordinator.json").read_text())["endpoints"][0]
+    with open_connection(endpoint) as conn:
+        for pid in (2**31, 2**40):
+            try:
+                conn.request(m.Hello(agent="p", kind="session", pid=pid, host=socket.gethostname()))
+            except RequestFailed as exc:
+                assert exc.code == "bad_request" and f"not {pid}" in exc.message
+            else:
+                raise AssertionError(f"a hello with pid {pid} was welcomed")
+    assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0  # still serving

@@ -740,3 +740,18 @@ def test_a_check_timeout_out_of_bounds_is_refused_before_a_job_opens(timeout):
     assert reply.message.startswith("timeout must be between 0.01 s and 86400 s (a day)")
     assert len(d.records) == before
     assert isinstance(d.send(m.Check(probe=m.ProbeRequest(kind="command", params={"shell": "true"}, timeout=86400), cwd="/repo")), m.Accepted)
+
+
+@pytest.mark.parametrize("pid", [0, -1, 2**31, 2**63 - 1])
+def test_a_pid_that_is_no_pid_t_is_refused_before_it_is_watched(pid):
+    # a hello with pid 2**31 reached the pid watcher, whose os.pidfd_open raised
+    # OverflowError and ended the coordinator
+    d = Driver()
+    before = len(d.records)
+    error = d.send(m.Hello(agent="bob", kind="oneshot", pid=pid, host=HOST))
+    assert isinstance(error, m.Error) and error.code == "bad_request", error
+    assert error.message == f"pid must be a process id (1 to 2147483647), not {pid}"
+    a = d.hello("alice")
+    error = d.send(m.Watch(session=a, pid=pid))
+    assert isinstance(error, m.Error) and error.code == "bad_request", error
+    assert len(d.records) == before + 1  # alice's hello only
