@@ -173,3 +173,12 @@ def test_a_hello_with_a_pid_past_pid_t_is_refused_and_the_coordinator_serves_on(
             else:
                 raise AssertionError(f"a hello with pid {pid} was welcomed")
     assert cli("claim", "--agent", "alice", "src/app.py", cwd=repo.root).rc == 0  # still serving
+
+
+def test_a_timeout_of_1e308_seconds_waits_as_any_long_one(repo, coordinator):
+    # 1e308 s in milliseconds is infinite: "cannot convert float infinity to integer", a traceback
+    coordinator(*FAST)
+    for value in ("1e308", "1.7976931348623157e308"):
+        shown = cli("status", "--json", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": value})
+        assert shown.rc == 0 and "Traceback" not in shown.err, shown
+        assert cli("claim", "--agent", "t", "src/app.py", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": value}).rc == 0
