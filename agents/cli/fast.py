@@ -133,11 +133,13 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
 
         from .checks import _run_job
 
-        # The check reads files of the worktree it runs in: run it in the one holding the
-        # file (the agent may write in another worktree of the repository).
+        # The check reads files of the worktree it runs in (a submodule's files included):
+        # a file of another worktree of the repository is checked from that worktree.
         target = os.path.join(cwd, path)
         probe = m.ProbeRequest(kind="write", name="write", params={"path": target, "sha256": sha256})
-        where = str(worktree_top(Path(target).parent))
+        here = worktree_top(Path(cwd))
+        resolved = Path(target).resolve()
+        where = str(here if here in resolved.parents else worktree_top(resolved.parent))
         gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=where, session=s), as_json=True)  # quiet: the answer says it
         return gate.verdict == "pass", gate.reason
 
