@@ -77,7 +77,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "claim",
         "description": "Claim files, folders or globs before working on them. Refused (isError) when another live agent holds them: the holders are named.",
-        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"}, "literal": _LITERAL}, ("paths",)),
+        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "minimum": 0.01, "description": "seconds (at least 0.01)"}, "literal": _LITERAL}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {"granted": {"type": "boolean"}, "token": {"type": ["integer", "null"]}, "patterns": _STRINGS, "conflicts": {"type": "array"}, "warnings": {"type": "array"}},
@@ -93,7 +93,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "intent",
         "description": "Ask before writing concrete files: allow, warn or block (isError). An allowed write to an unclaimed file claims it for you.",
-        "inputSchema": _arguments({"paths": _FILES, "token": {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}}, ("paths",)),
+        "inputSchema": _arguments({"paths": _FILES, "token": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX}}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {

@@ -159,8 +159,9 @@ def _hostname() -> str:
 
 def _poll_ms(seconds: float) -> int:
     """One poll's timeout: ``seconds`` in milliseconds, at least 1, at most what zmq_poll takes
-    (a LOCKSTEP_TIMEOUT of a month overflowed it)."""
-    return max(1, min(round(seconds * 1000), POLL_SLICE_MS))
+    (a LOCKSTEP_TIMEOUT of a month overflowed it; one of 1e308 s, in milliseconds, is
+    infinite, which no integer holds: capped before it is multiplied)."""
+    return max(1, round(min(seconds, POLL_SLICE_MS / 1000) * 1000))
 
 
 class Connection:

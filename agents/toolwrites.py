@@ -44,6 +44,7 @@ from itertools import islice
 from typing import Callable, NamedTuple
 
 from protocol import jsontext
+from protocol.errors import LockstepError
 
 CLIENT_EVENTS = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
 FILE_TOOLS = {
@@ -319,10 +320,9 @@ def answer(client: str, text: str, endpoint: str | None = None, fail_closed: boo
             return Answer(0, turns.turn_start(agent_for(client, event), event, endpoint, client))
         return Answer(0, "{}")
     except Exception as exc:  # noqa: BLE001 - every failure gets an answer the client shows
-        from agents.oneshot import CoordinatorUnreachable, RequestFailed
-
-        known = isinstance(exc, (CoordinatorUnreachable, RequestFailed))
-        message = f"{exc}" if known else f"unexpected {type(exc).__name__}: {exc}"
+        # Said on purpose (no coordinator, an error reply, a malformed --endpoint): as is.
+        said = getattr(exc, "message", None) if isinstance(exc, LockstepError) else None
+        message = said or (f"{exc}" if isinstance(exc, LockstepError) else f"unexpected {type(exc).__name__}: {exc}")
         return failure(client, message, kind, fail_closed, looping=event.get("stop_hook_active") is True)
 
 

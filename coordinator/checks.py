@@ -21,6 +21,7 @@ import msgspec
 
 from ledger import records as rec
 from probes.model import KINDS as PROBE_KINDS
+from probes.model import MAX_TIMEOUT, MIN_TIMEOUT
 from probes.rules import Finding, Response, RuleTable
 from protocol import messages as m
 from protocol.errors import PeerError
@@ -102,6 +103,9 @@ class Gates:
         agent = self._optional_session(msg.session, now)
         if msg.probe.kind not in PROBE_KINDS:
             raise PeerError("bad_request", f"unknown probe kind {msg.probe.kind!r}: use one of {', '.join(PROBE_KINDS)}")
+        timeout = msg.probe.timeout
+        if timeout is not None and not MIN_TIMEOUT <= timeout <= MAX_TIMEOUT:  # (NaN too) refused before a job opens
+            raise PeerError("bad_request", f"timeout must be between {MIN_TIMEOUT:g} s and {MAX_TIMEOUT:g} s (a day), not {timeout:g}")
         name = msg.probe.name or msg.probe.kind
         job = self._open_job("check", agent, msg, probe=msg.probe, cwd=msg.cwd)
         self._reply(peer, m.Accepted(req=msg.req, job=job, kind="check", checks=[name]))

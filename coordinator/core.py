@@ -53,6 +53,8 @@ AGENT_NAME, check_agent_name = m.AGENT_NAME, m.check_agent_name  # the rule live
 _BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` accepts as a branch name
 TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsync the turn waits for
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
+MIN_TTL = 0.01  # seconds: a shorter claim or one-shot session would have ended before it was used
+PID_MAX = 2**31 - 1  # pid_t is a signed 32-bit integer
 CLAIM_ROW_BYTES = 75  # a status's claim row in msgpack, field names included, before its strings
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
 # Live sessions at once: far above any team's agents, and a bound on what a loop opening
@@ -725,6 +727,7 @@ class Core:
         if msg.repo and self.repo and msg.repo != self.repo:
             raise PeerError("wrong_repo", f"this coordinator serves {self.repo}, not {msg.repo}")
         _check_ttl(msg.ttl)
+        _check_pid(msg.pid)
         live = self.registry.live_agent(msg.agent)
         if live is None and len(self.registry.sessions) >= MAX_LIVE_SESSIONS:  # a new session would open
             if sum(a.live for a in self.registry.sessions.values()) >= MAX_LIVE_SESSIONS:
@@ -794,6 +797,7 @@ class Core:
 
     def _on_watch(self, peer, msg: m.Watch, now: float) -> None:
         agent = self._session(msg.session, now)
+        _check_pid(msg.pid)
         self._record(rec.AgentWatched(agent=agent.name, session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
         if agent.host == self.host:
             self.out.append(WatchPid(session=agent.session, pid=msg.pid, pid_started=msg.pid_started))
@@ -1010,6 +1014,8 @@ class Core:
 
     def _on_intent(self, peer, msg: m.Intent, now: float) -> None:
         agent = self._session(msg.session, now)
+        if msg.token is not None and msg.token < 1:
+            raise PeerError("bad_request", f"token must be a positive integer (a grant's fencing token, as `lockstep claim` printed it), not {msg.token}")
         self._reply(peer, self._intent(agent, msg.paths, msg.token, msg.head, msg.req, now, msg.merging, msg.maybe))
 
     def _on_wrote(self, peer, msg: m.Wrote, now: float) -> None:
@@ -1103,6 +1109,10 @@ class Core:
         conflicts: list[m.Conflict] = []
         unowned: list[Pattern] = []
         covering_tokens: list[int] = []
+        if token is not None and token >= reg.next_token:  # (tokens are granted in order from 1)
+            return IntentOutcome(
+                "block", f"token {token} was never granted (every grant so far has a token below {reg.next_token}): fence a write with the token its claim printed"
+            )
         for path in paths:
             own, others = policy.intent_view(reg, agent.name, path)
             if token is not None and not any(e.token == token for e in own):
@@ -1392,10 +1402,22 @@ def _stale_reasons(stale: list[m.StaleBase]) -> list[str]:
 
 
 def _check_ttl(ttl: float | None) -> None:
-    """A TTL is a positive, finite number of seconds: an infinite one would show as
-    ``Infinity`` (not JSON) in status; no TTL is written as none."""
-    if ttl is not None and not 0 < ttl < math.inf:
+    """A TTL is a finite number of seconds, at least ``MIN_TTL``: an infinite one would
+    show as ``Infinity`` (not JSON) in status, and one of 5e-324 s was granted as a claim
+    that had expired before its reply left; no TTL is written as none."""
+    if ttl is None:
+        return
+    if not 0 < ttl < math.inf:
         raise PeerError("bad_request", f"ttl must be positive and finite, not {ttl}")
+    if ttl < MIN_TTL:
+        raise PeerError("bad_request", f"ttl {ttl:g} s is too short: at least {MIN_TTL:g} s (it would expire before it is used)")
+
+
+def _check_pid(pid: int | None) -> None:
+    """A pid is a positive pid_t (32 bits): a hello with pid 2**31 made the pid watcher's
+    ``os.pidfd_open`` raise OverflowError, which ended the coordinator."""
+    if pid is not None and not 0 < pid <= PID_MAX:
+        raise PeerError("bad_request", f"pid must be a process id (1 to {PID_MAX}), not {pid}")
 
 
 def _parse_new_patterns(paths: list[str]) -> list[Pattern]:

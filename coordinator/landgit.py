@@ -2,8 +2,11 @@
 worktree, move the integration branch by compare-and-swap.
 
 Every call runs git as a child process through ``trio.run_process``: the coordinator's
-trio loop never waits on git.  Nothing here touches an agent's worktree; the only
-worktrees written are the coordinator's scratch worktree (under its state directory)
+trio loop never waits on git.  Each call has a deadline (``[land] git_timeout``): git
+runs in a process group of its own, so that a hook it started (a
+``reference-transaction`` hook that never returns) is ended with it, and a stuck git
+refuses the landing it was part of instead of stalling the merge queue behind it.
+Nothing here touches an agent's worktree; the only worktrees written are the coordinator's scratch worktree (under its state directory)
 and, when the integration branch is checked out somewhere, that checkout — moved from
 the old commit to the new one with ``git read-tree -m -u`` (git's own two-tree
 fast-forward, which refuses rather than overwrite a local change).
@@ -14,7 +17,9 @@ their own.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,14 +27,23 @@ import trio
 
 from protocol.gitrefs import is_commit_id
 
+log = logging.getLogger("lockstep")
+
 COMMITS_PER_CONFLICT = 5  # integration commits named per conflicting file
 HUNKS_PER_FILE = 10  # conflict hunks shown per file
 HUNK_LINES = 20  # lines kept of each side of a hunk
 LANDED_COMMITS_KEPT = 500  # a landing's commits recorded (for naming the agent of a later conflict)
+GIT_TIMEOUT = 120.0  # seconds a git call may take (the default of ``[land] git_timeout``)
+RUN_HOOKS = {"update-ref", "fetch", "worktree", "checkout"}  # the commands of a landing that run hooks (reference-transaction, post-checkout)
+TERM_GRACE = 2.0  # seconds a timed-out git has after SIGTERM (to remove its lock files) before SIGKILL
 
 
 class GitFailed(Exception):
     """git said no in a way that is not a verdict (a missing object, a broken repo)."""
+
+
+class GitTimedOut(GitFailed):
+    """git did not finish within its deadline; it and every process it started are ended."""
 
 
 @dataclass
@@ -107,8 +121,9 @@ def _keep(lines: list[str], line: str) -> None:
 class Git:
     """git in one repository (its common dir), as child processes."""
 
-    def __init__(self, common: str | os.PathLike) -> None:
+    def __init__(self, common: str | os.PathLike, timeout: float = GIT_TIMEOUT) -> None:
         self.common = Path(common)
+        self.timeout = timeout
 
     async def run(self, *args: str, cwd: Path | None = None, check: bool = True, env: dict | None = None, hooks: bool = True) -> trio.CompletedProcess:
         config = ["-c", "core.quotePath=false"] + ([] if hooks else ["-c", f"core.hooksPath={os.devnull}"])
@@ -119,10 +134,36 @@ class Git:
             child_env.update(env)
         elif cwd is not None:  # a worktree's git must find the worktree from its cwd
             child_env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-        done = await trio.run_process(argv, cwd=cwd, capture_stdout=True, capture_stderr=True, check=False, env=child_env)
+        done = await self._bounded(argv, cwd, child_env)
+        if done is None:
+            guess = " (a hook in .git/hooks?)" if hooks and args[0] in RUN_HOOKS else ""
+            raise GitTimedOut(f"git {args[0]} timed out after {self.timeout:g} s{guess}")
         if check and done.returncode != 0:
             raise GitFailed(f"git {' '.join(args[:3])}: {one_line(done.stderr) or f'exit {done.returncode}'}")
         return done
+
+    async def _bounded(self, argv: list[str], cwd: Path | None, env: dict | None) -> trio.CompletedProcess | None:
+        """git run to its end, or None past ``self.timeout``: then its process group
+        (git and the hooks it started: they inherit the group) gets SIGTERM, which lets
+        git remove its lock files (a ``refs/heads/main.lock`` left behind would refuse
+        every later move of main), then SIGKILL for whatever ignored it."""
+        done: list[trio.CompletedProcess] = []
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            done.append(await trio.run_process(
+                argv, cwd=cwd, capture_stdout=True, capture_stderr=True, check=False, env=env,
+                start_new_session=True, deliver_cancel=_end_group, task_status=task_status,
+            ))
+
+        proc = None
+        with trio.move_on_after(self.timeout):
+            async with trio.open_nursery() as nursery:
+                proc = await nursery.start(run)
+        if done:
+            return done[0]
+        if proc is not None:  # git may be gone while a hook's child still holds its pipes
+            _signal_group(proc.pid, signal.SIGKILL)
+        return None
 
     async def resolve(self, ref: str) -> str | None:
         out = await self.run("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
@@ -185,8 +226,16 @@ class Git:
         return out.stdout.decode().strip()
 
     async def compare_and_swap(self, ref: str, new: str, old: str, reason: str) -> bool:
-        """Move ``ref`` to ``new`` only if it still is ``old``."""
-        out = await self.run("update-ref", "-m", reason, ref, new, old, check=False)
+        """Move ``ref`` to ``new`` only if it still is ``old``.  git timing out (a hook
+        that never returns) raises ``GitTimedOut`` unless the ref did move: a
+        ``reference-transaction`` hook stuck at its ``committed`` call, after the update."""
+        try:
+            out = await self.run("update-ref", "-m", reason, ref, new, old, check=False)
+        except GitTimedOut as exc:
+            if await self.resolve(ref) == new:
+                log.warning("%s moved to %s, then %s: the update is kept", ref, new[:10], exc)
+                return True
+            raise
         if out.returncode == 0:
             return True
         if await self.resolve(ref) == old:  # it did not move: git itself refused (a hook, a lock)
@@ -230,7 +279,10 @@ class Git:
 
     async def move_checkout(self, worktree: Path, old: str, new: str) -> str | None:
         """Bring a clean checkout from ``old`` to ``new``; None, or why it could not."""
-        out = await self.run("read-tree", "-m", "-u", old, new, cwd=worktree, check=False)
+        try:
+            out = await self.run("read-tree", "-m", "-u", old, new, cwd=worktree, check=False)
+        except GitTimedOut as exc:
+            return str(exc)
         if out.returncode != 0:
             return out.stderr.decode(errors="replace").strip() or f"git read-tree exit {out.returncode}"
         return None
@@ -242,6 +294,21 @@ def one_line(stderr: bytes) -> str:
     lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
     return "; ".join(said)
+
+
+async def _end_group(proc: trio.Process) -> None:
+    """``run_process``'s way to stop a cancelled git: its whole process group."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with trio.move_on_after(TERM_GRACE):
+        await proc.wait()
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):  # every process of it has exited
+        pass
 
 
 def _remove_tree(path: Path) -> None:

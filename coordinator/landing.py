@@ -24,6 +24,13 @@ Per integration branch one landing runs at a time, first in, first out:
    clean (``git read-tree -m -u OLD NEW``); with local changes the landing is refused
    (``blocked``) before anything moves.
 
+Every git call has a deadline (``[land] git_timeout``, ``landgit.Git``): a hook that
+never returns would otherwise hold the queue, and every landing behind it, for good.
+Past it git and its hooks are ended and the landing is refused ``blocked`` naming the
+command; the branch did not move (a ``reference-transaction`` hook stuck after the move
+leaves it landed, its checkout brought along; a checkout that could not follow puts
+the branch back, as for any failed ``read-tree``).
+
 **Batches** (``[land] batch = N``): a round takes up to N landings from the head of
 the queue and merges them in memory one onto the other, in order (a landing that merges
 onto the integration branch but not onto a batch mate waits for the next round); one
@@ -122,7 +129,7 @@ class LandQueue:
         self._apply = apply
         self._runner = runner
         self._refs = refs
-        self._git = Git(refs.common) if refs is not None else None
+        self._git = Git(refs.common, core.settings.land_git_timeout) if refs is not None else None
         self._scratch_root = state_dir / "land"
         # Written before the integration branch moves while a worktree has it checked
         # out, removed once that checkout followed: found at start, the coordinator died
@@ -263,7 +270,10 @@ class LandQueue:
         if landed:
             self._remember(entry.agent or "", [record.commit, *record.commits])
         if entry.clone_ref:  # decided: landed, its commits are on the target; refused, the clone still has them
-            await self._git.run("update-ref", "-d", entry.clone_ref, check=False)
+            try:
+                await self._git.run("update-ref", "-d", entry.clone_ref, check=False)
+            except GitFailed as exc:  # decided all the same: a leftover private ref is harmless
+                log.warning("could not delete %s: %s", entry.clone_ref, exc)
         gate = m.Gate(subject="land", verdict="pass" if landed else "fail", reason=entry.landing.reason, job=entry.job, agent=entry.agent, results=results)
         entry.view.results = list(results)
         entry.view.gate = gate
@@ -390,7 +400,11 @@ class LandQueue:
         self._holding = True
         if checkout is not None:
             await trio.to_thread.run_sync(self._write_moving, {"ref": target.target, "checkout": str(checkout), "old": base, "new": new})
-        moved = await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})")
+        try:
+            moved = await git.compare_and_swap(target.target, new, base, f"lockstep land {', '.join(e.short_branch for e, _ in landing)} (job {jobs})")
+        except GitFailed:  # refused or timed out with the branch where it was: no move to finish
+            self._moving_file.unlink(missing_ok=True)
+            raise
         why = await git.move_checkout(checkout, base, new) if moved and checkout is not None else None
         self._moving_file.unlink(missing_ok=True)  # not on the way out of a cancelled move: the next start finishes it
         if not moved:

@@ -55,7 +55,7 @@ class PidWatcher:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             return "it was not running when watched"
-        except (AttributeError, OSError):
+        except (AttributeError, OSError, OverflowError):  # OverflowError: a pid past pid_t (the core refuses one)
             pidfd = None  # no pidfd support: poll instead
         try:
             # Check identity after opening: the fd now pins *this* process.

@@ -44,6 +44,15 @@ Settings.__doc__ = "Every coordinator setting, flat: [coordinator] keys as is, [
 
 REMOTE_FSYNC = "power-loss"
 
+# Durations a coordinator cannot keep to, (least, most) in seconds, refused at start: a
+# heartbeat of 5e-324 s had every client beat in a busy loop, one of 1e308 s (times the
+# liveness, past the float range) never let a silent agent go stale, and a one-shot TTL
+# of 5e-324 s ended each command's session as it opened (claims' TTLs: core.MIN_TTL).
+DURATION_BOUNDS: dict[str, tuple[float, float | None]] = {
+    "heartbeat": (0.01, 86400.0),
+    "oneshot_ttl": (0.01, None),
+}
+
 
 def load_settings(repo_root: Path | None, *, remote: bool = False, **overrides: object) -> Settings:
     """Settings from ``lockstep.toml`` (``[coordinator]`` and ``[verify]``), then
@@ -63,10 +72,16 @@ def load_settings(repo_root: Path | None, *, remote: bool = False, **overrides: 
         values["fsync"] = REMOTE_FSYNC
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return msgspec.convert(values, Settings, dec_hook=dec_hook)
+        result = msgspec.convert(values, Settings, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
         message = explain(str(exc), Settings, values, "invalid coordinator setting", nested=True)
         raise UsageError(message, code="bad_request") from None
+    for name, (least, most) in DURATION_BOUNDS.items():
+        value = getattr(result, name)
+        if value < least or most is not None and value > most:
+            span = f"from {least:g} s to {most:g} s" if most is not None else f"at least {least:g} s"
+            raise UsageError(f"invalid coordinator setting {name}: {value:g} s is out of bounds ({span})", code="bad_request")
+    return result
 
 
 def durability_source(repo_root: Path | None, *, remote: bool, flag: object) -> str:

@@ -40,7 +40,7 @@ from probes.kinds.http import (
 )
 from probes.kinds.processes import ProcessesParams, probe_processes
 from probes.kinds.write import WriteParams, probe_write
-from probes.model import ProbeError, ProbeResult, ProbeSpec
+from probes.model import MAX_TIMEOUT, MIN_TIMEOUT, ProbeError, ProbeResult, ProbeSpec
 from probes.procgroup import TERM_GRACE, end_process_group, live_group_members
 
 __all__ = [
@@ -90,6 +90,8 @@ def prepare(spec: ProbeSpec) -> tuple[ProbeSpec, Params]:
         raise ProbeError(f"{label}: unknown kind {spec.kind!r}; known kinds: {', '.join(kinds())}")
     if not (math.isfinite(spec.timeout) and spec.timeout > 0):
         raise ProbeError(f"{label}: timeout must be a positive number of seconds, got {spec.timeout}")
+    if not MIN_TIMEOUT <= spec.timeout <= MAX_TIMEOUT:
+        raise ProbeError(f"{label}: timeout must be between {MIN_TIMEOUT:g} s and {MAX_TIMEOUT:g} s (a day), got {spec.timeout:g}")
     if spec.cwd is not None and not os.path.isabs(spec.cwd):
         raise ProbeError(f"{label}: cwd must be an absolute path, got {spec.cwd!r}")
     try:
@@ -100,4 +102,6 @@ def prepare(spec: ProbeSpec) -> tuple[ProbeSpec, Params]:
     if spec.cwd is None:
         # Pin it now: workers were spawned with whatever cwd the coordinator had then.
         spec = msgspec.structs.replace(spec, cwd=os.getcwd())
+    if kind.check_target is not None:
+        kind.check_target(label, spec, params)
     return spec, params

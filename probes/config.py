@@ -56,6 +56,7 @@ from probes.schema import (
     Size,
     Table,
     Text,
+    Timeout,
     duration_problem,
 )
 from probes.settings import (
@@ -335,7 +336,7 @@ def probe_table(kind: str, *, named: bool = True, schedulable: bool = True) -> t
     fields: list[tuple[Any, ...]] = [("name", Name) if named else ("name", Name, msgspec.UNSET)]
     if schedulable:
         fields.append(("every", PositiveSeconds, msgspec.UNSET))
-    fields.append(("timeout", PositiveSeconds, DEFAULT_PROBE_TIMEOUT))
+    fields.append(("timeout", Timeout, DEFAULT_PROBE_TIMEOUT))
     if named:
         fields.append(("restart", Text, msgspec.UNSET))
     for _, key, toml_type, required in _toml_fields(_params_types()[kind]):

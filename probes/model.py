@@ -75,6 +75,11 @@ FINDINGS: tuple[str, ...] = (
 )
 
 DEFAULT_TIMEOUT = 60.0
+# A probe's timeout is bounded both ways: under 10 ms nothing can run (a --timeout of
+# 5e-324 "timed out" a check that never started), and past a day a hung check would
+# hold its job for ever in practice (a --timeout of 1e308 was accepted).
+MIN_TIMEOUT = 0.01
+MAX_TIMEOUT = 86400.0
 
 
 class ProbeError(LockstepError):

@@ -91,6 +91,11 @@ class PositiveSeconds(Seconds):
     """A duration longer than zero (timeouts, ``heartbeat``, ``every``)."""
 
 
+class Timeout(PositiveSeconds):
+    """How long a probe or check may run: from 10ms to 24h (``probes.model``'s bounds,
+    which every spec is held to when it runs: said here when the file is read)."""
+
+
 class Age(Seconds):
     """How long something is kept: a duration, or a number of days ("30d", "1.5d")."""
 
@@ -240,6 +245,15 @@ def _positive_seconds(value: object) -> float:
     return seconds
 
 
+def _timeout(value: object) -> float:
+    from probes.model import MAX_TIMEOUT, MIN_TIMEOUT
+
+    seconds = _positive_seconds(value)
+    if not MIN_TIMEOUT <= seconds <= MAX_TIMEOUT:
+        raise ValueError(f"{shown(value)} is out of bounds: a timeout is from {format_duration(MIN_TIMEOUT)} to {format_duration(MAX_TIMEOUT)}")
+    return seconds
+
+
 _AGE_DAYS = re.compile(r"(\d+(?:\.\d+)?)d")
 
 
@@ -335,6 +349,7 @@ def _regex_list(value: object) -> list[str]:
 _DECODERS: dict[type, Any] = {
     Seconds: _seconds,
     PositiveSeconds: _positive_seconds,
+    Timeout: _timeout,
     Age: _age,
     Size: _size,
     Bytes: _bytes,

@@ -127,6 +127,12 @@ class LandConfig(Table):
         "verified in one run; on a failure the batch is bisected for the first landing that breaks it "
         "(refused), those before it land, those after it go round again; 1: one landing at a time",
     )] = 1
+    git_timeout: Annotated[PositiveSeconds, setting(
+        "how long each git command of a landing may run (the merge, the scratch checkout, the move of the "
+        "integration branch and of its checkout): past it git and the hooks it started (a `reference-transaction` "
+        "hook that never returns) are ended and the landing is refused `blocked`, naming the command; the queue "
+        "goes on with the next landing",
+    )] = 120.0
 
 
 class HandoffConfig(Table):
@@ -164,7 +170,7 @@ class LedgerConfig(Table):
 VERIFY_SETTING_NAMES = {
     "policy": "verify_policy", "max_repair_loops": "max_repair_loops", "turn_gate": "turn_gate", "venv": "verify_venv", "env": "verify_env",
 }
-LAND_SETTING_NAMES = {"required": "land_required", "batch": "land_batch"}
+LAND_SETTING_NAMES = {"required": "land_required", "batch": "land_batch", "git_timeout": "land_git_timeout"}
 LEDGER_SETTING_NAMES = {"keep": "ledger_keep", "max_size": "ledger_max_size"}
 HANDOFF_SETTING_NAMES = {"required": "handoff_required", "path": "handoff_path", "threshold": "handoff_threshold", "agents": "handoff_agents"}
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from probes.model import ProbeSpec
-from probes.schema import PositiveSeconds, RelPath, Table, Text
+from probes.schema import RelPath, Table, Text, Timeout
 from protocol import jsontext
 
 DEFAULT_CHECK_TIMEOUT = 600.0  # 10m: a whole test suite may be slow; a hung one is not
@@ -22,7 +22,7 @@ class CheckTable(Table, kw_only=True):
     """``[checks.NAME]``: one check of the verify suite."""
 
     cmd: Text  # a shell command; the check passes when it exits 0
-    timeout: PositiveSeconds = DEFAULT_CHECK_TIMEOUT
+    timeout: Timeout = DEFAULT_CHECK_TIMEOUT
     autofix: bool = False  # it changes files: run after the read-only checks, serially
     cwd: RelPath | None = None  # repo-relative; None is the repository root
     env: dict[str, str] = {}  # variables set for this check (over [verify] env)

@@ -97,6 +97,10 @@ def _tcp_endpoints(value: object) -> list[str]:
     agents listens on tcp); anything else raises ``ValueError``, as a damaged token."""
     if not isinstance(value, list) or not all(isinstance(e, str) and e.startswith("tcp://") for e in value):
         raise ValueError("endpoints")
+    for endpoint in value:  # tcp:// or a port of 99999 reached zmq: a traceback, or a wait for no answer
+        address, colon, port = endpoint[len("tcp://") :].rpartition(":")
+        if not (colon and address and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError("endpoints")
     return value
 
 

@@ -152,9 +152,10 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-def check_endpoint(endpoint: str, curve: bool = False) -> str:
+def check_endpoint(endpoint: str, curve: bool = False, *, to_connect: bool = False) -> str:
     """Refuse anything but ipc files and loopback tcp, unless ``curve`` (every peer
-    authenticated by its key): then any tcp address."""
+    authenticated by its key): then any tcp address.  ``to_connect``: a client's
+    endpoint, where port 0 (serve's "pick a free port") names nothing to reach."""
     if endpoint.startswith("ipc://@"):
         raise PeerError(
             "bad_request",
@@ -171,6 +172,8 @@ def check_endpoint(endpoint: str, curve: bool = False) -> str:
         address, colon, port = endpoint[len("tcp://") :].rpartition(":")
         if not (colon and address and (port.isdigit() or port == "*")):  # serve reads the port to put PUB beside it
             raise PeerError("bad_request", f"{endpoint!r} is not tcp://HOST:PORT (a port number, or * to pick one)")
+        if port.isdigit() and not (1 if to_connect else 0) <= int(port) <= 65535:  # zmq took 99999 and waited for an answer
+            raise PeerError("bad_request", f"{endpoint!r}: port {port} is not a tcp port to {'connect to' if to_connect else 'serve on'} (1 to 65535)")
         host = address.strip("[]")
         if host == "localhost" or curve:
             return endpoint
@@ -242,7 +245,7 @@ def discover_endpoint(place: Place, override: str | None = None) -> str | None:
     """The request endpoint: ``--endpoint`` > ``LOCKSTEP_ENDPOINT`` > the state file."""
     endpoint = override or os.environ.get("LOCKSTEP_ENDPOINT")
     if endpoint:
-        return check_endpoint(endpoint)
+        return check_endpoint(endpoint, to_connect=True)
     info = read_state(place.state_dir)
     if info and info.get("endpoints"):
         return info["endpoints"][0]

@@ -211,7 +211,7 @@ def check():
 
 def _common(fn):
     fn = click.option("--name", help="Name this check in the ledger (default: its kind).")(fn)
-    fn = click.option("--timeout", type=float, metavar="S", help="Kill the check after S seconds (default 60).")(fn)
+    fn = click.option("--timeout", type=float, metavar="S", help="Kill the check after S seconds (default 60; 0.01 to 86400).")(fn)
     fn = agent_option(fn)
     fn = endpoint_option(fn)
     fn = json_option(fn)

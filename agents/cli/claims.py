@@ -32,7 +32,7 @@ from .base import (
     "--wait",
     metavar="S",
     help="If refused, keep trying for up to this long, saying whom it waits for (a spinner with the time left on a "
-    "terminal); the ledger gets one claim.refused for the whole wait, not one per retry.",
+    "terminal); the ledger gets one claim.refused for the whole wait, not one per retry. At most 24h.",
 )
 @click.option("--literal", is_flag=True, help="Each PATH is one file or folder named as written: [, * and ? are not globs.")
 @agent_option

@@ -22,6 +22,8 @@ from .output import (
     seconds,
 )
 
+MAX_WAIT = 86400.0  # --wait: a day; 1e308 s was taken, and its wait printed a 309-digit number of seconds
+
 
 def claim_payload(reply: m.Granted | m.Refused) -> dict:
     if isinstance(reply, m.Granted):
@@ -90,7 +92,7 @@ def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
         if not 0 < pid <= PID_MAX or not psutil.pid_exists(pid):
             raise Failure("bad_request", f"--pid {pid}: no such process on this machine", EXIT_USAGE)
     ttl_s = None if ttl is None else seconds(ttl, "--ttl")
-    wait_s = 0.0 if wait is None else seconds(wait, "--wait")
+    wait_s = 0.0 if wait is None else seconds(wait, "--wait", most=MAX_WAIT)
 
     def body(session):
         deadline = time.monotonic() + wait_s

@@ -126,12 +126,21 @@ def _claude_outcome(text: str, fail_closed: bool, endpoint: str | None):
         return hooks.write_intent(agent, path, cwd, endpoint)
 
     def verify_write(agent: str, path: str, sha256: str) -> tuple[bool, str]:
+        from pathlib import Path
+
+        from probes.kinds.common import worktree_top
         from protocol import messages as m
 
         from .checks import _run_job
 
-        probe = m.ProbeRequest(kind="write", name="write", params={"path": path, "sha256": sha256})
-        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=cwd, session=s), as_json=True)  # quiet: the answer says it
+        # The check reads files of the worktree it runs in (a submodule's files included):
+        # a file of another worktree of the repository is checked from that worktree.
+        target = os.path.join(cwd, path)
+        probe = m.ProbeRequest(kind="write", name="write", params={"path": target, "sha256": sha256})
+        here = worktree_top(Path(cwd))
+        resolved = Path(target).resolve()
+        where = str(here if here in resolved.parents else worktree_top(resolved.parent))
+        gate = _run_job(None, endpoint, lambda s: m.Check(probe=probe, cwd=where, session=s), as_json=True)  # quiet: the answer says it
         return gate.verdict == "pass", gate.reason
 
     return hooks.answer(event, decide, verify_write, fail_closed=fail_closed)

@@ -370,6 +370,7 @@ def guard_pre_commit(endpoint, as_json):
     from protocol import messages as m
     from protocol.gitrefs import merge_heads
 
+    _endpoint_well_formed(endpoint)
     worktree = _git_worktree()
     files = git_guard.staged_files(worktree)
     merging = merge_heads(worktree)
@@ -404,6 +405,7 @@ def guard_pre_push(remote, url, endpoint, as_json):
     from agents.oneshot import CoordinatorUnreachable
     from protocol import messages as m
 
+    _endpoint_well_formed(endpoint)
     worktree, updates = _git_worktree(), sys.stdin.read()
     unreachable = None
     try:
@@ -429,6 +431,15 @@ def _report_merge_holds(files: list[str], state) -> None:
     for hold in state.merge_holds:
         if hold.path in pushed and hold.holder != me:
             click.echo(f"lockstep guard: {pushed[hold.path]} is in {hold.holder}'s merge hold: {hold.reason}", err=True)
+
+
+def _endpoint_well_formed(endpoint: str | None) -> None:
+    """A malformed --endpoint (or LOCKSTEP_ENDPOINT) is bad input (exit 2) at once, in a
+    verb that may not call the coordinator for a while or at all: a guard with nothing
+    to check passed with it, and `mcp` served stdin with it."""
+    given = endpoint or os.environ.get("LOCKSTEP_ENDPOINT")
+    if given:
+        discovery.check_endpoint(given, to_connect=True)
 
 
 
@@ -465,6 +476,7 @@ def mcp_server(agent, endpoint, as_json):
 
     name = _need_agent(agent)
     m.check_agent_name(name)  # every tool call would be refused for it: say so now, not per call
+    _endpoint_well_formed(endpoint)  # likewise, before serving
     place = discovery.locate()
 
     def as_agent(body):

@@ -125,18 +125,22 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the integers the wire and the ledg
 PID_MAX = 2**31 - 1  # pid_t is a signed 32-bit integer
 
 
-def seconds(text: str, flag: str) -> float:
-    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m.
+def seconds(text: str, flag: str, most: float | None = None) -> float:
+    """A flag's duration: a plain number of seconds, or 250ms / 30s / 5m / 1h30m; at
+    most ``most`` seconds if given.
 
     ``float`` reads "nan", "inf", "1e309" and "-5" too: those are refused as the file's
     durations are (a ``--wait nan`` crashed in ``time.sleep``)."""
-    from probes.config import parse_duration
+    from probes.config import ConfigError, parse_duration
 
     try:
         value: float | str = float(text)
     except ValueError:
         value = text
-    return parse_duration(value, where=flag)
+    found = parse_duration(value, where=flag)
+    if most is not None and found > most:
+        raise ConfigError(f"{flag}: {text} is too long: at most {most:g} s")
+    return found
 
 
 def age_seconds(text: str, flag: str) -> float:

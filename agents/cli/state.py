@@ -235,6 +235,9 @@ def ledger_compact(keep, endpoint, as_json):
     if seconds is not None and not seconds >= 0:
         raise Failure("bad_request", f"--keep {keep}: must be 0 or more", EXIT_USAGE)
     with open_connection(resolve_endpoint(discovery.locate(), endpoint)) as conn:
+        # A small question first, answered at once: with no coordinator at the endpoint the
+        # verb says so within the usual timeout (exit 3), not after COMPACT_TIMEOUT_S.
+        conn.request(m.Status(path="lockstep.toml"))
         reply = conn.request(m.Compact(keep=seconds), timeout=COMPACT_TIMEOUT_S)
     payload = {
         "removed": reply.removed, "kept": reply.kept, "upto": reply.upto,

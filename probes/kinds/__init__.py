@@ -30,6 +30,9 @@ class Kind(NamedTuple):
     # (TOML params as written) -> why a [[probe]] table of this kind is wrong, or None:
     # for rules across keys that one field's type cannot state.
     table_problem: Callable[[dict[str, Any]], str | None] | None = None
+    # (label, spec, params): raise ProbeError for a target the spec may not name where it
+    # runs (``spec.cwd`` is set): a write check's file outside the worktree.
+    check_target: Callable[[str, Any, Any], None] | None = None
 
 
 _FOUND: dict[str, Kind] = {}

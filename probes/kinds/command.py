@@ -71,6 +71,9 @@ class CommandParams(Params):
     whole_env: Annotated[bool, RUNTIME_ONLY] = False
 
 
+SIGNAL_MAX = 64  # SIGRTMAX on Linux: a returncode of -N means killed by signal N
+
+
 def check(label: str, params: CommandParams) -> None:
     if (params.argv is None) == (params.shell is None):
         raise ProbeError(f"{label}: give exactly one of argv (a list) or shell (a string)")
@@ -78,6 +81,8 @@ def check(label: str, params: CommandParams) -> None:
         raise ProbeError(f"{label}: argv is empty")
     if params.shell is not None and not params.shell.strip():
         raise ProbeError(f"{label}: shell is empty")
+    if not -SIGNAL_MAX <= params.expect_exit <= 255:  # no process ends so: the check failed whatever ran
+        raise ProbeError(f"{label}: expect_exit must be an exit status (0 to 255, or -N: killed by signal N), got {params.expect_exit}")
     bad = next((name for name in params.env or {} if not name or "=" in name), None)
     if bad is not None:  # the spawn refused it: an "internal error" of the job
         raise ProbeError(f"{label}: env: {bad!r} is not a variable name (it is empty or holds '=')")

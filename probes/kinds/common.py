@@ -26,6 +26,24 @@ def resolve(spec: ProbeSpec, path: str) -> Path:
     return Path(spec.cwd or os.getcwd(), path)  # an absolute ``path`` wins in Path()
 
 
+def worktree_top(cwd: Path) -> Path:
+    """The top of the worktree holding ``cwd`` (resolved): the nearest directory with a
+    ``.git`` entry (a linked worktree's is a file); ``cwd`` itself outside any."""
+    cwd = cwd.resolve()
+    for folder in (cwd, *cwd.parents):
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return cwd
+
+
+def inside_worktree(spec: ProbeSpec, path: str) -> tuple[Path, Path | None]:
+    """``path`` resolved against ``spec.cwd`` (symlinks followed) and, when that is
+    outside the worktree holding ``spec.cwd``, that worktree's top (else None)."""
+    top = worktree_top(Path(spec.cwd or os.getcwd()))
+    target = resolve(spec, path).resolve()
+    return target, (None if target == top or top in target.parents else top)
+
+
 def make_result(
     spec: ProbeSpec,
     target: str,

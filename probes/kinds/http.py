@@ -23,6 +23,7 @@ body's sha256) and size (the body's, or the matching artifact's) go in
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Annotated, Any
 
@@ -68,6 +69,8 @@ def check(label: str, params: HttpParams) -> None:
         parse_json_path(params.json_path)
     if params.status is not None and not 100 <= params.status <= 599:
         raise ProbeError(f"{label}: status must be an HTTP status code, got {params.status}")
+    if params.at_least is not None and not math.isfinite(params.at_least):  # nan and inf failed every value, -inf passed any
+        raise ProbeError(f"{label}: at_least must be a finite number, got {params.at_least}")
 
 
 def check_reachable(url: str, allow: list[str] | tuple[str, ...] = ()) -> None:

@@ -7,11 +7,19 @@ unreadable or different -> ``write lost``.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated
 
 from probes.kinds import Kind
-from probes.kinds.common import Params, make_result, resolve, sha256_file, short
+from probes.kinds.common import (
+    Params,
+    inside_worktree,
+    make_result,
+    resolve,
+    sha256_file,
+    short,
+)
 from probes.model import WRITE_LOST, ProbeError, ProbeResult, ProbeSpec
 from probes.schema import HexDigest, RelPath, in_toml
 
@@ -26,6 +34,19 @@ class WriteParams(Params):
 def check(label: str, params: WriteParams) -> None:
     if not HEX_DIGEST.fullmatch(params.sha256):
         raise ProbeError(f"{label}: sha256 must be 64 hex digits, got {params.sha256!r}")
+
+
+def check_target(label: str, spec: ProbeSpec, params: WriteParams) -> None:
+    """The file must be in the worktree the check runs in, after symlinks: the check
+    reads the file with the coordinator's rights, and its verdict told whoever asked
+    whether any file it could name (/etc/shadow, ../other-repo/.env) had a given hash."""
+    try:
+        target, top = inside_worktree(spec, params.path)
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop (RuntimeError before 3.13), a NUL byte
+        raise ProbeError(f"{label}: {params.path!r} cannot be resolved to a file ({exc})") from None
+    if top is not None:
+        via = "" if str(target) == os.path.normpath(resolve(spec, params.path)) else f" (it leads to {target})"
+        raise ProbeError(f"{label}: {params.path} is outside the worktree {top}{via}: a write check reads only the repository's files")
 
 
 def target(spec: ProbeSpec, params: WriteParams) -> str:
@@ -58,4 +79,4 @@ def probe_write(spec: ProbeSpec, params: WriteParams) -> ProbeResult:
 
 
 
-KIND = Kind("write", WriteParams, check, probe_write, target)
+KIND = Kind("write", WriteParams, check, probe_write, target, check_target=check_target)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from .conftest import (
@@ -42,9 +43,9 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, batch: int = 1) -> Repo:
-    """main with a tiny library, its pytest suite and [checks] (and ``[land] required``);
-    worktrees wt-bob and wt-alice on their own branches, both at main."""
+def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, batch: int = 1, git_timeout: float | None = None) -> Repo:
+    """main with a tiny library, its pytest suite and [checks] (and ``[land] required``,
+    ``batch``, ``git_timeout``); worktrees wt-bob and wt-alice on their own branches, both at main."""
     repo = make_repo(tmp_path / "repo")
     (repo.root / "calc.py").write_text(CALC)
     (repo.root / "tests").mkdir()
@@ -53,8 +54,9 @@ def land_repo(tmp_path: Path, gate: Path | None = None, required: bool = False, 
     if gate is not None:
         (repo.root / "gate.py").write_text(GATE)
         checks += f'\n[checks.gate]\ncmd = "{sys.executable} gate.py {gate}"\n'
-    if required or batch > 1:
+    if required or batch > 1 or git_timeout is not None:
         checks += f"\n[land]\nrequired = {'true' if required else 'false'}\nbatch = {batch}\n"
+        checks += f"git_timeout = {git_timeout}\n" if git_timeout is not None else ""
     (repo.root / "lockstep.toml").write_text(checks)
     git(repo.root, "add", ".")
     git(repo.root, "commit", "-qm", "a library and its tests")
@@ -320,6 +322,99 @@ def test_a_hook_refusing_to_move_main_blocks_the_landing_saying_so_not_as_main_m
     hook.unlink()  # the queue still serves
     again = land(repo.other, "bob")
     assert again.rc == 0 and again.json["verdict"] == "landed", again
+
+
+def _pausing_hook(repo: Repo, tmp_path: Path, stage: str, ignores_term: bool = False) -> tuple[Path, str]:
+    """A reference-transaction hook that, at its ``stage`` call for main, the first time,
+    writes its pid to the returned file and pauses until killed (a process whose command
+    line names the returned token; with ``ignores_term``, deaf to SIGTERM too)."""
+    armed, ran, token = tmp_path / "hang-once", tmp_path / "hook-pid", f"hook-pausing-{tmp_path}"
+    armed.write_text("")
+    pause = f"{sys.executable} -c 'import signal; signal.pause()' {token}"
+    deaf = "trap '' TERM; " if ignores_term else ""  # SIG_IGN survives the exec
+    hook = repo.root / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f'#!/bin/sh\nif [ "$1" = {stage} ] && grep -q refs/heads/main && rm {armed} 2>/dev/null; then\n'
+                    f'  echo $$ > {ran}; {deaf}exec {pause}\nfi\n')
+    hook.chmod(0o755)
+    return ran, token
+
+
+def _processes_with(token: str) -> list[psutil.Process]:
+    """Live processes whose command line names ``token``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(token in arg for arg in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("ignores_term", [False, True], ids=["pausing", "ignoring-sigterm"])
+def test_a_hook_that_never_returns_refuses_the_landing_after_git_timeout_and_the_queue_goes_on(tmp_path, coordinator_in, ignores_term):
+    """A reference-transaction hook that pauses until killed (or ignores SIGTERM too), as
+    main's update is prepared: after ``[land] git_timeout`` git and the hook are ended,
+    main has not moved, the landing is refused naming the command, the timeout and the
+    hook, and the landing queued behind it lands (git's lock on main was removed)."""
+    go = tmp_path / "go"
+    repo = land_repo(tmp_path, gate=go, git_timeout=2)
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    commit(alice(repo), "a.txt", "a\n", "alice's file")
+    ran, token = _pausing_hook(repo, tmp_path, "prepared", ignores_term)
+    before = main_tip(repo)
+    procs = [start_land(repo.other, "bob")]
+    try:
+        # bob's landing waits in its verify (the gate) until alice's is queued behind it
+        wait_until(lambda: "land.verifying" in [e["kind"] for e in land_events(repo)], timeout=60, what="bob verifying")
+        procs.append(start_land(alice(repo), "alice"))
+        wait_until(lambda: sum(e["kind"] == "land.queued" for e in land_events(repo)) == 2, timeout=30, what="alice queued")
+        assert [(q["agent"], q["stage"]) for q in status(repo)["landings"]] == [("bob", "verifying"), ("alice", "queued")]
+        go.write_text("go")  # bob's landing goes on to move main, and the hook pauses
+        refused = finish(procs[0], timeout=60)
+        assert refused["rc"] == 1 and refused["verdict"] == "blocked", refused
+        reason = refused["reason"]
+        assert "git update-ref timed out after 2 s" in reason and "hook" in reason and "\n" not in reason, reason
+        assert ran.exists()  # the hook did pause main's update
+        wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
+        landed = finish(procs[1], timeout=60)
+    finally:
+        go.write_text("go")
+        for proc in procs:
+            end_process(proc)
+        for left in _processes_with(token):  # (the old queue left it paused)
+            left.kill()
+    assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    assert landed["base"] == before and main_tip(repo) == landed["commit"]
+    assert (repo.root / "a.txt").exists() and not (repo.root / "b.txt").exists()
+    recorded = [e for e in land_events(repo) if e["data"].get("job") == refused["job"]]
+    assert recorded[-1]["kind"] == "land.refused" and recorded[-1]["data"]["reason"] == reason
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_hook_that_never_returns_after_main_moved_lands_the_landing_with_its_checkout(tmp_path, coordinator_in):
+    """The same hook paused at its ``committed`` call: main did move, so the landing is
+    landed (not refused with main holding it) and main's checkout follows, as after a
+    coordinator killed between the two; the hook is ended all the same."""
+    repo = land_repo(tmp_path, git_timeout=2)
+    coordinator_in(repo, *FAST)
+    commit(repo.other, "b.txt", "b\n", "bob's file")
+    ran, token = _pausing_hook(repo, tmp_path, "committed")
+    before = main_tip(repo)
+    proc = start_land(repo.other, "bob")
+    try:
+        landed = finish(proc, timeout=60)
+        assert ran.exists()  # the hook did pause, after main moved
+        wait_until(lambda: not _processes_with(token), timeout=10, what="the hook's process ended")
+    finally:
+        end_process(proc)
+        for left in _processes_with(token):
+            left.kill()
+    assert landed["rc"] == 0 and landed["verdict"] == "landed", landed
+    assert landed["base"] == before and main_tip(repo) == landed["commit"]
+    assert (repo.root / "b.txt").read_text() == "b\n"
+    assert git(repo.root, "status", "--porcelain", "--untracked-files=no") == ""
 
 
 def test_a_failing_post_checkout_hook_of_the_repository_does_not_block_landings(lrepo, coordinator_in):

@@ -86,6 +86,20 @@ def test_an_integer_past_64_bits_is_a_tool_error_and_nothing_runs():
         assert result["isError"] is True and result["structuredContent"]["error"]["field"] == field, (name, args)
 
 
+def test_a_ttl_under_0_01_s_or_a_token_under_1_is_a_tool_error_and_nothing_runs():
+    # the schemas took ttl 5e-324 and token 0, which the coordinator refuses (core.MIN_TTL)
+    for name, args, field in (
+        ("claim", {"paths": ["a"], "ttl": 5e-324}, "ttl"),
+        ("claim", {"paths": ["a"], "ttl": 0.009}, "ttl"),
+        ("intent", {"paths": ["a"], "token": 0}, "token"),
+    ):
+        result = mcp.handle(_call(name, args), NEVER)["result"]
+        assert result["isError"] is True and result["structuredContent"]["error"]["field"] == field, (name, args)
+    seen = []
+    mcp.handle(_call("claim", {"paths": ["a"], "ttl": 0.01}), lambda name, args: seen.append(args) or ({}, False))
+    assert seen == [{"paths": ["a"], "ttl": 0.01}]
+
+
 def test_a_lone_surrogate_is_a_tool_error_naming_the_field_and_nothing_runs():
     # JSON's "\\ud800" parses to a str no UTF-8 wire carries: it ended the server in encode
     out = io.StringIO()

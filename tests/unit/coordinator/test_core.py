@@ -146,6 +146,30 @@ def test_fencing_refuses_released_and_superseded_tokens():
     assert blocked.verdict == "block" and "not the current grant" in blocked.reason
 
 
+@pytest.mark.parametrize("token", [0, -1, -(2**63)])
+def test_a_token_that_is_not_positive_is_bad_input_that_says_so(token):
+    # it was a block saying the token "was released, expired or superseded"
+    d = Driver()
+    a = d.hello("alice")
+    d.claim(a, "src/x.py")
+    before = len(d.records)
+    error = d.intent(a, "src/x.py", token=token)
+    assert isinstance(error, m.Error) and error.code == "bad_request", error
+    assert error.message.startswith("token must be a positive integer") and error.message.endswith(f"not {token}")
+    assert len(d.records) == before
+
+
+@pytest.mark.parametrize("token", [2**63 - 1, 2**64 - 1, 999])
+def test_a_token_never_granted_is_blocked_as_never_granted(token):
+    d = Driver()
+    a = d.hello("alice")
+    granted = d.claim(a, "src/x.py").token
+    blocked = d.intent(a, "src/x.py", token=token)
+    assert blocked.verdict == "block" and blocked.token is None
+    assert blocked.reason.startswith(f"token {token} was never granted (every grant so far has a token below {granted + 1})"), blocked.reason
+    assert d.intent(a, "src/x.py", token=granted).verdict == "allow"
+
+
 def test_tokens_strictly_increase_and_survive_restart_above_the_reservation():
     d = Driver()
     a = d.hello("alice")
@@ -398,6 +422,22 @@ def test_a_ttl_that_is_not_positive_and_finite_is_refused(ttl):
     reply = d.claim(a, "x.py", ttl=ttl)
     assert isinstance(reply, m.Error) and reply.code == "bad_request" and "finite" in reply.message
     assert len(d.records) == before and d.status().claims == []
+
+
+@pytest.mark.parametrize("ttl", [5e-324, 1e-320, 0.009])
+def test_a_ttl_below_the_minimum_is_refused_not_granted_expired(ttl):
+    # a claim of ttl 5e-324 was granted, already expired when its reply left
+    d = Driver()
+    error = d.send(m.Hello(agent="bob", kind="oneshot", ttl=ttl))
+    assert isinstance(error, m.Error) and error.code == "bad_request" and "at least 0.01 s" in error.message
+    a = d.hello("alice")
+    before = len(d.records)
+    reply = d.claim(a, "x.py", ttl=ttl)
+    assert isinstance(reply, m.Error) and reply.code == "bad_request", reply
+    assert reply.message == f"ttl {ttl:g} s is too short: at least 0.01 s (it would expire before it is used)"
+    assert len(d.records) == before and d.status().claims == []
+    assert isinstance(d.claim(a, "x.py", ttl=0.01), m.Granted)  # the minimum itself is granted
+
 
 
 def test_release_of_all_with_paths_is_refused_and_releases_nothing():
@@ -687,3 +727,31 @@ def test_live_claims_are_bounded_a_claim_past_them_is_refused_and_an_intent_allo
     decision = d.intent(b, "src/5.py")
     assert decision.verdict == "allow" and decision.token is None and "not claimed" in decision.reason
     assert d.intent(a, "src/3.py").verdict == "block"  # a held path is still in the way
+
+
+@pytest.mark.parametrize("timeout", [5e-324, 0.009, 86400.5, 1e308, math.nan])
+def test_a_check_timeout_out_of_bounds_is_refused_before_a_job_opens(timeout):
+    # 5e-324 opened a job that "timed out"; 1e308 one a hung check held for ever
+    d = Driver()
+    before = len(d.records)
+    probe = m.ProbeRequest(kind="command", params={"shell": "true"}, timeout=timeout)
+    reply = d.send(m.Check(probe=probe, cwd="/repo"))
+    assert isinstance(reply, m.Error) and reply.code == "bad_request", reply
+    assert reply.message.startswith("timeout must be between 0.01 s and 86400 s (a day)")
+    assert len(d.records) == before
+    assert isinstance(d.send(m.Check(probe=m.ProbeRequest(kind="command", params={"shell": "true"}, timeout=86400), cwd="/repo")), m.Accepted)
+
+
+@pytest.mark.parametrize("pid", [0, -1, 2**31, 2**63 - 1])
+def test_a_pid_that_is_no_pid_t_is_refused_before_it_is_watched(pid):
+    # a hello with pid 2**31 reached the pid watcher, whose os.pidfd_open raised
+    # OverflowError and ended the coordinator
+    d = Driver()
+    before = len(d.records)
+    error = d.send(m.Hello(agent="bob", kind="oneshot", pid=pid, host=HOST))
+    assert isinstance(error, m.Error) and error.code == "bad_request", error
+    assert error.message == f"pid must be a process id (1 to 2147483647), not {pid}"
+    a = d.hello("alice")
+    error = d.send(m.Watch(session=a, pid=pid))
+    assert isinstance(error, m.Error) and error.code == "bad_request", error
+    assert len(d.records) == before + 1  # alice's hello only

@@ -84,3 +84,4 @@ def test_a_key_may_follow_and_cancel_its_jobs_but_not_stop_a_plan(tmp_path):
     assert stop is not None and stop.code == "forbidden" and "coordinator's host" in stop.message  # anyone's plan
     assert gate.admit(peer, m.JobQuery(job="3.4", cancel=True, session="1.1"), registry)[1] is None  # Ctrl-C on its own
     assert gate.admit(peer, m.JobQuery(job="3.4"), registry)[1] is None
+

@@ -106,6 +106,24 @@ def test_an_integer_past_64_bits_is_a_config_error(document, table, key):
     assert f"key '{key}': " in info.value.message and "must fit in 64 bits" in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        ('[[probe]]\nname = "p"\nkind = "command"\ncmd = "true"\ntimeout = "1ms"\n', "[[probe]] #1"),
+        ('[[probe]]\nname = "p"\nkind = "command"\ncmd = "true"\ntimeout = 5e-324\n', "[[probe]] #1"),
+        ('[[probe]]\nname = "p"\nkind = "command"\ncmd = "true"\ntimeout = 1e308\n', "[[probe]] #1"),
+        ('[checks.t]\ncmd = "true"\ntimeout = "25h"\n', "[checks.t]"),
+    ],
+)
+def test_a_timeout_no_probe_runs_with_is_refused_when_the_file_is_read(document, where):
+    # it loaded, and every run of the probe or check then failed on its timeout
+    with pytest.raises(ConfigError) as info:
+        parse_config(document)
+    assert info.value.message.startswith(f"lockstep.toml: {where} key 'timeout': ")
+    assert info.value.message.endswith("is out of bounds: a timeout is from 10ms to 24h")
+    assert parse_config('[checks.t]\ncmd = "true"\ntimeout = "24h"\n').checks[0].timeout == 86400
+
+
 @pytest.mark.parametrize("value", [2**70, "99999999999999999999999999", "99999999999999999999GB"])
 def test_a_size_past_64_bits_is_refused_wherever_it_is_read(value):
     # `check bundle --max-size 9999...` converts here, not through a Table: it crashed encoding the request

@@ -247,11 +247,21 @@ BAD_SPECS = [
     (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "xyz"}), "64 hex"),
     (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64, "sha265": 1}), "unknown field"),
     (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, timeout=0), "timeout"),
+    # a timeout of 5e-324 ran and "timed out"; one of 1e308 let a hung check hold its job for ever
+    (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, timeout=5e-324), "between 0.01 s and 86400 s"),
+    (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, timeout=0.009), "between 0.01 s and 86400 s"),
+    (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, timeout=1e308), "between 0.01 s and 86400 s"),
+    (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, timeout=2.0**63), "between 0.01 s and 86400 s"),
     (ProbeSpec(name="x", kind="write", params={"path": "a", "sha256": "0" * 64}, cwd="rel/dir"), "absolute"),
     (ProbeSpec(name="x", kind="command", params={}), "exactly one of argv"),
     (ProbeSpec(name="x", kind="command", params={"argv": ["a"], "shell": "b"}), "exactly one of argv"),
     (ProbeSpec(name="x", kind="command", params={"argv": []}), "argv is empty"),
     (ProbeSpec(name="x", kind="command", params={"argv": "ls -l"}), "bad params"),
+    # no process exits so, and nothing satisfies nan: the check failed whatever happened
+    (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "expect_exit": 256}), "expect_exit must be an exit status"),
+    (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "expect_exit": -(2**63)}), "expect_exit must be an exit status"),
+    (ProbeSpec(name="x", kind="http", params={"url": "http://localhost/", "json_path": "$.a", "at_least": float("nan")}), "finite"),
+    (ProbeSpec(name="x", kind="http", params={"url": "http://localhost/", "json_path": "$.a", "at_least": float("-inf")}), "finite"),
     # a spawn refuses these: the job ended in an "internal error"
     (ProbeSpec(name="x", kind="command", params={"argv": ["true"], "env": {"A=B": "1"}}), "not a variable name"),
     (ProbeSpec(name="x", kind="command", params={"shell": "true", "env": {"": "1"}}), "not a variable name"),
@@ -337,6 +347,35 @@ def test_write_fails_when_the_file_is_missing(tmp_path):
     result = run_direct(write_spec(tmp_path, "gone.py", "0" * 64))
     assert result.finding == WRITE_LOST and result.details["actual"] is None
     assert "does not exist" in result.reason
+
+
+def _worktree(tmp_path: Path) -> Path:
+    """A worktree's shape (a ``.git`` entry at its top) with a file outside it."""
+    top = tmp_path / "repo"
+    (top / ".git").mkdir(parents=True)
+    (top / "src").mkdir()
+    (tmp_path / "outside.txt").write_bytes(b"secret\n")
+    return top
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../../outside.txt", "../src/../../outside.txt", "../link-out", "link-dir/outside.txt"])
+def test_write_refuses_a_file_outside_the_worktree_symlinks_followed(tmp_path, path):
+    # it read any file the coordinator could, and its verdict said whether it had the hash
+    top = _worktree(tmp_path)  # the check runs in top/src
+    (top / "link-out").symlink_to(tmp_path / "outside.txt")
+    (top / "src" / "link-dir").symlink_to(tmp_path)
+    with pytest.raises(ProbeError, match="is outside the worktree .*a write check reads only the repository's files"):
+        prepare(write_spec(top / "src", path, sha256(b"secret\n")))
+
+
+@pytest.mark.parametrize("name", ["a[1].py", "with space.txt", "été ünï.txt", "../src/x.py"])
+def test_write_reads_files_inside_the_worktree_whatever_their_names(tmp_path, name):
+    top = _worktree(tmp_path)
+    (top / "src" / Path(name).name).write_bytes(b"data\n")
+    (top / "src" / "in-link").symlink_to(top / "src" / Path(name).name)  # a symlink that stays inside is followed
+    for path in (name, "in-link"):
+        result = run_direct(write_spec(top / "src", path, sha256(b"data\n")))
+        assert result.verdict == PASS, result
 
 
 # -- build --------------------------------------------------------------------------

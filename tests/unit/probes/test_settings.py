@@ -97,3 +97,20 @@ def test_serving_remote_agents_makes_power_loss_durability_the_default(tmp_path)
     (tmp_path / "lockstep.toml").write_text('[coordinator]\nfsync = "process-crash"\n')
     assert load_settings(tmp_path, remote=True).fsync == "process-crash"  # and so does the file
     assert durability_source(tmp_path, remote=True, flag=None) == "lockstep.toml [coordinator] fsync"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [({"heartbeat": 5e-324}, "heartbeat: 4.94066e-324 s is out of bounds (from 0.01 s to 86400 s)"),
+     ({"heartbeat": 1e308}, "heartbeat: 1e+308 s is out of bounds (from 0.01 s to 86400 s)"),
+     ({"oneshot_ttl": 1e-320}, "oneshot_ttl: 9.99989e-321 s is out of bounds (at least 0.01 s)")],
+)
+def test_a_duration_the_coordinator_cannot_keep_to_is_refused_at_start(overrides, fragment):
+    # a heartbeat of 5e-324 s set every client beating in a busy loop; one of 1e308 s,
+    # times the liveness, was infinite; a one-shot TTL of 1e-320 s ended sessions as they opened
+    from coordinator.settings import load_settings
+
+    with pytest.raises(UsageError) as info:
+        load_settings(None, **overrides)
+    assert info.value.code == "bad_request" and fragment in info.value.message
+    assert load_settings(None, heartbeat=0.01, oneshot_ttl=0.01).heartbeat == 0.01

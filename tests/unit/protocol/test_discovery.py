@@ -175,6 +175,22 @@ def test_anything_else_is_refused_as_bad_input(endpoint: str):
     assert caught.value.code == "bad_request"
 
 
+@pytest.mark.parametrize("endpoint", ["tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536", "tcp://localhost:123456789012345678901"])
+def test_a_port_past_65535_is_refused(endpoint: str):
+    # zmq took tcp://127.0.0.1:99999 and the client waited for an answer (exit 3)
+    for to_connect in (False, True):
+        with pytest.raises(PeerError, match=r"is not a tcp port to .* \(1 to 65535\)") as caught:
+            check_endpoint(endpoint, to_connect=to_connect)
+        assert caught.value.code == "bad_request"
+
+
+def test_port_0_is_for_serving_not_for_connecting():
+    assert check_endpoint("tcp://127.0.0.1:0") == "tcp://127.0.0.1:0"  # serve: the system picks a port
+    assert check_endpoint("tcp://127.0.0.1:65535", to_connect=True) == "tcp://127.0.0.1:65535"
+    with pytest.raises(PeerError, match="port 0 is not a tcp port to connect to"):
+        check_endpoint("tcp://127.0.0.1:0", to_connect=True)
+
+
 def test_the_endpoint_comes_from_the_flag_then_the_environment_then_the_state_file(repo: Path, monkeypatch):
     place = locate(repo)
     assert discover_endpoint(place) is None  # nothing runs

@@ -42,9 +42,14 @@ def test_a_token_reads_back_what_invite_put_in_it():
         _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": "tcp://h:2", "k": "k" * 40, "s": "s" * 40}).encode()),
         _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": [], "k": "~" * 40, "s": "s" * 40}).encode()),
         _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": [], "k": "k" * 40, "s": "#" * 40}).encode()),
+        # join connected to these: tcp:// raised EINVAL, a port of 99999 waited for no answer (exit 3)
+        _token(json.dumps({"n": "a", "e": ["tcp://"], "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["tcp://h:99999"], "p": [], "k": "k" * 40, "s": "s" * 40}).encode()),
+        _token(json.dumps({"n": "a", "e": ["tcp://h:1"], "p": ["tcp://h:0"], "k": "k" * 40, "s": "s" * 40}).encode()),
     ],
     ids=["no-prefix", "not-base64", "not-utf8", "nested", "a-list", "endpoints-not-a-list", "no-endpoint", "short-key",
-         "endpoints-a-string", "endpoint-not-tcp", "pub-a-string", "key-not-z85", "secret-past-32-bits"],
+         "endpoints-a-string", "endpoint-not-tcp", "pub-a-string", "key-not-z85", "secret-past-32-bits",
+         "endpoint-no-address", "endpoint-port-past-65535", "pub-port-0"],
 )
 def test_anything_else_is_one_line_saying_what_to_do(token):
     with pytest.raises(UsageError) as raised:
