@@ -90,6 +90,7 @@ _GIT_MANY = frozenset(
 _GLOB_CHARS = frozenset("*?[")
 _MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
+_WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a comment
 # '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
 _HEREDOC = re.compile(r"<<(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
 
@@ -145,7 +146,8 @@ _OPERATORS = sorted(
 
 
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
+    lexer = shlex.shlex(_cut_comments(command), posix=True, punctuation_chars=";&|<>()\n")
+    lexer.commenters = ""  # shlex starts a comment at any '#', even inside a word: cut above
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     tokens: list[str] = []
@@ -226,6 +228,36 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
     finish()
 
 
+def _cut_comments(command: str) -> str:
+    """The command without its comments: a ``#`` that starts a word, outside quotes, to
+    the end of its line.  A ``#`` inside a word is text (``sed -i s#a#b# f``, ``a#b``),
+    where ``shlex`` would end the line."""
+    if "#" not in command:
+        return command
+    kept: list[str] = []
+    quote = ""
+    index = start = 0
+    while index < len(command):
+        char = command[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"':
+                index += 1
+        elif char == "\\":
+            index += 1
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or command[index - 1] in _WORD_ENDS):
+            kept.append(command[start:index])
+            end = command.find("\n", index)
+            index = start = len(command) if end < 0 else end
+            continue
+        index += 1
+    kept.append(command[start:])
+    return "".join(kept)
+
+
 def _heredocs_in(line: str) -> list[tuple[str, str]]:
     """The (strip-tabs flag, delimiter) of each here-document a line opens: a ``<<``
     outside quotes ('<<0' quoted is a file name, not a here-document)."""
@@ -243,7 +275,7 @@ def _heredocs_in(line: str) -> list[tuple[str, str]]:
             index += 1
         elif char in "'\"":
             quote = char
-        elif char == "#" and (index == 0 or line[index - 1] in " \t;&|("):
+        elif char == "#" and (index == 0 or line[index - 1] in _WORD_ENDS):
             break  # a comment
         elif line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
             match = _HEREDOC.match(line, index)

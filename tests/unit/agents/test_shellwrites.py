@@ -25,6 +25,12 @@ CASES = [
     ("grep x a.py", []),
     ('echo "a > b" > c', ["c"]),
     ("echo x # > not-a-target", []),
+    # a '#' inside a word is text, not a comment (sed's other delimiter, an anchor)
+    ("sed -i s#a#b#g src/app.py && echo x > held.py", ["src/app.py", "held.py"]),
+    ("touch notes#1.md", ["notes#1.md"]),
+    ("echo x;#rm y\ntouch z", ["z"]),
+    ("ls|#rm y\ntouch z", ["z"]),
+    ("echo 'a # b' > f # rm g", ["f"]),
     # tee, sed -i, perl -i
     ("ls | tee -a listing.txt other.txt", ["listing.txt", "other.txt"]),
     ("sed -i s/a/b/ src/main.py", ["src/main.py"]),
