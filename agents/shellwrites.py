@@ -359,6 +359,28 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
         result.targets.append(joined)
 
 
+def _brace_expanded(words: list[str], result: ShellWrites) -> list[str] | None:
+    """The words as bash passes them, brace expressions expanded (within the command's
+    bound), where their number matters (a copy's last operand is its destination); None
+    past the bound (noted)."""
+    if not any("{" in word for word in words):
+        return words
+    from agents.braces import TooMany, expand
+
+    expanded: list[str] = []
+    for word in words:
+        try:
+            names = expand(word, _MAX_BRACE_NAMES - result.braced)
+        except TooMany as exc:
+            result.braced = _MAX_BRACE_NAMES
+            result.note(f"the operand {word[:200]!r} names too many files to ask for ({exc})")
+            return None
+        if names != [word]:
+            result.braced += len(names)
+        expanded += names
+    return expanded
+
+
 def _add_restore(path: str, base: str | None, result: ShellWrites) -> None:
     """A target git puts back (see ``ShellWrites.restores``)."""
     count = len(result.targets)
@@ -515,6 +537,9 @@ def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozens
     """cp/mv/ln/install: the destination (folder/name when it is a folder); mv also
     deletes its sources."""
     operands, options = _operands(args, value_options)
+    operands = _brace_expanded(operands, result)  # cp f{,.bak} is cp f f.bak: two operands
+    if operands is None:
+        return
     folder = options.get("-t") or options.get("--target-directory")
     if folder is not None:
         sources, destination, into = operands, folder, True

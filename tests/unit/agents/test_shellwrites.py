@@ -56,6 +56,11 @@ CASES = [
     ("dd if=/dev/zero of=disk.img bs=1k", ["disk.img"]),
     ("chmod +x run.sh", ["run.sh"]),
     ("install -m 644 a.cfg etc/a.cfg", ["etc/a.cfg"]),
+    # a brace expression gives a copy its operands: the last one is the destination
+    ("cp settings.py{,.bak}", ["settings.py.bak"]),
+    ("mv settings.py{.bak,}", ["settings.py.bak", "settings.py"]),
+    ("cp src/{a,b}.py dest", ["dest/a.py", "dest/b.py"]),
+    ("git mv {old,new}.py", ["old.py", "new.py"]),
     # git
     ("git checkout -- a.py b.py", ["a.py", "b.py"]),
     ("git checkout HEAD~1 -- a.py", ["a.py"]),
@@ -114,6 +119,7 @@ UNKNOWN = [
     ("diff <(a) <(b)", "process substitution"),
     ("bash script.sh", "script"),
     ("echo x >", "no target"),
+    ("cp f{1..5000} dest", "too many"),
 ]
 
 
