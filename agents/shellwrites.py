@@ -25,7 +25,10 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   relative paths of the commands after it.
 * In each simple command: redirections ``> >> >| &> &>> <>`` (with any fd number) name
   targets; ``N>&M`` duplicates descriptors and names none.  Leading ``VAR=value`` words
-  and the wrappers ``sudo env nice nohup time command exec`` are skipped.  Known writers
+  and the wrappers (``sudo doas env nice nohup time timeout stdbuf ionice setsid command
+  exec``, with their options' values: ``timeout -s KILL 5``) are skipped; ``env -C DIR``
+  and ``sudo -D DIR`` run the command in DIR, ``env -S TEXT`` splits TEXT into words,
+  ``time -o FILE`` writes FILE.  Known writers
   (``tee``, ``sed -i``, ``perl -i``, ``cp``, ``mv``, ``rm``, ``touch``, ``mkdir``,
   ``truncate``, ``ln``, ``install``, ``dd of=``, ``chmod``; ``git checkout -- P``,
   ``git restore``, ``git mv``, ``git rm``) name their targets; ``bash -c SCRIPT`` and
@@ -73,7 +76,21 @@ _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _READ_REDIRECTS = frozenset({"<", "<<<"})
 _HEREDOCS = frozenset({"<<", "<<-"})
 _DUP_REDIRECTS = frozenset({">&", "<&"})
-_WRAPPERS = frozenset({"sudo", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "ionice", "timeout"})
+_WRAPPERS = frozenset({"sudo", "doas", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "ionice", "timeout", "setsid", "env"})
+# A wrapper's options that take a value word (``timeout -s KILL 5 cmd``): the value is not
+# the command.  Values glued on (``-sKILL``, ``--signal=KILL``) are one word anyway.
+_WRAPPER_VALUES = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U", "-r", "-t", "-T", "--user", "--group", "--chdir", "--host",
+                       "--prompt", "--other-user", "--role", "--type", "--command-timeout", "--close-from"}),
+    "doas": frozenset({"-u", "-C"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata", "--pid", "--pgid", "--uid"}),
+    "timeout": frozenset({"-k", "-s", "--kill-after", "--signal"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "exec": frozenset({"-a"}),
+    "time": frozenset({"-o", "-f", "--output", "--format"}),
+}
 # Words that start a compound command's part; the real command follows them.
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "fi", "done", "esac"})
 _NOT_COMMANDS = frozenset({"for", "case", "select", "function", "in"})
@@ -396,13 +413,34 @@ def _simple_command(words: list[str], redirects: list[str], base: str | None, is
     # Compound-command keywords and assignments come before the command word.
     while args and (args[0] in _KEYWORDS or _is_assignment(args[0])):
         args.pop(0)
-    while args and args[0] in _WRAPPERS | {"env"}:
-        wrapper = args.pop(0)
-        args = _after_wrapper_options(wrapper, args)
+    here = base  # where the command runs: env -C / sudo -D move it, not the shell
+    while args and posixpath.basename(args[0]) in _WRAPPERS:
+        wrapper = posixpath.basename(args.pop(0))
+        args, values = _after_wrapper_options(wrapper, args)
+        for option, value in values:
+            if wrapper == "time" and option in ("-o", "--output"):
+                _add(value, here, result)  # GNU time writes its report there
+            elif (wrapper, option) in (("env", "-C"), ("env", "--chdir"), ("sudo", "-D"), ("sudo", "--chdir")):
+                here = _cd([value], here, result)
+            elif wrapper == "env" and option in ("-S", "--split-string"):
+                try:
+                    args = shlex.split(value) + args  # env -S 'tee f': the string is words
+                except ValueError as exc:
+                    result.note(f"env -S text cannot be split ({exc})")
+                    return base
         while args and _is_assignment(args[0]):
             args.pop(0)
     if not args or args[0] in _NOT_COMMANDS:
         return base
+    if here != base:
+        _command(args, here, is_dir, result, depth)
+        return base
+    return _command(args, base, is_dir, result, depth)
+
+
+def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
+    """Record the targets of the command ``args`` (its command word first), run in
+    ``base``; return the ``cd`` base after it."""
     name, rest = posixpath.basename(args[0]), args[1:]
     if name in ("cd", "pushd"):
         return _cd(rest, base, result)
@@ -444,18 +482,26 @@ def _is_assignment(word: str) -> bool:
     return bool(equals) and name.isidentifier()
 
 
-def _after_wrapper_options(wrapper: str, args: list[str]) -> list[str]:
-    """Drop a wrapper's own options (``sudo -u x``, ``timeout 5``, ``nice -n 5``)."""
-    takes_value = {"sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-U"}, "nice": {"-n"}, "env": {"-u", "-C", "-S"}, "ionice": {"-c", "-n"}}
+def _after_wrapper_options(wrapper: str, args: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Drop a wrapper's own options (``sudo -u x``, ``timeout -s KILL 5``, ``nice -n 5``);
+    return the words after them and the (option, value) pairs they gave, a value glued
+    on with ``=`` (``--chdir=sub``) split off."""
+    takes_value = _WRAPPER_VALUES.get(wrapper, frozenset())
+    values: list[tuple[str, str]] = []
     while args and args[0].startswith("-") and args[0] != "--":
         option = args.pop(0)
-        if option in takes_value.get(wrapper, ()) and args:
-            args.pop(0)
+        if option.startswith("--") and "=" in option:
+            key, _, value = option.partition("=")
+            values.append((key, value))
+        elif option in takes_value and args:
+            values.append((option, args.pop(0)))
+        elif len(option) > 2 and not option.startswith("--") and option[:2] in takes_value:
+            values.append((option[:2], option[2:]))  # -sKILL, -Csub, -oL
     if args and args[0] == "--":
         args.pop(0)
     if wrapper == "timeout" and args:
         args.pop(0)  # the duration
-    return args
+    return args, values
 
 
 def _cd(args: list[str], base: str | None, result: ShellWrites) -> str | None:
