@@ -743,7 +743,7 @@ def _git(args, base, is_dir, result) -> str | None:
             for path in paths:
                 _add_restore(path, here, result) if put_back else _add(path, here, result)
         else:
-            result.note("git checkout without '--' may switch branches and rewrite any file")
+            _checkout_without_separator(rest, here, result)
     elif verb == "restore":
         operands, options = _operands(rest, frozenset({"-s", "--source"}))
         staged_only = ("--staged" in options or "-S" in options) and not ("--worktree" in options or "-W" in options)
@@ -760,6 +760,26 @@ def _git(args, base, is_dir, result) -> str | None:
     elif verb in _GIT_MANY:
         result.note(f"git {verb} may rewrite any file")
     return base
+
+
+def _checkout_without_separator(args: list[str], base: str | None, result: ShellWrites) -> None:
+    """``git checkout`` without ``--``: one operand may be a branch to switch to (any file
+    may change); with two or more, the first is the commit (or a file) and the rest are
+    files written with its bytes (``git checkout main src/app.py``); with ``--ours`` /
+    ``--theirs`` / ``--merge`` every operand is a file of a conflict."""
+    operands, options = _operands(args, frozenset({"-b", "-B", "--orphan", "--conflict"}))
+    if any(option.startswith("--pathspec-from-file") for option in options):
+        result.note("git checkout --pathspec-from-file names its files in a file")
+    if options.keys() & {"-b", "-B", "--orphan", "--detach"}:
+        result.note("git checkout -b/--orphan/--detach switches branches and may rewrite any file")
+    elif options.keys() & {"--ours", "--theirs", "-m", "--merge", "--conflict"}:
+        for path in operands:
+            _add(path, base, result)
+    elif len(operands) >= 2:
+        for path in operands[1:]:  # the commit's bytes: new content, unless it is HEAD's
+            _add_restore(path, base, result) if operands[0] == "HEAD" else _add(path, base, result)
+    else:
+        result.note("git checkout without '--' may switch branches and rewrite any file")
 
 
 _WRITERS: dict[str, Callable] = {

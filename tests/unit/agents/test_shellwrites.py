@@ -64,6 +64,9 @@ CASES = [
     # git
     ("git checkout -- a.py b.py", ["a.py", "b.py"]),
     ("git checkout HEAD~1 -- a.py", ["a.py"]),
+    # without '--': a commit then files, or files of a conflict
+    ("git checkout main src/app.py src/b.py", ["src/app.py", "src/b.py"]),
+    ("git checkout --theirs src/app.py", ["src/app.py"]),
     ("git restore a.py", ["a.py"]),
     ("git restore --source HEAD~2 a.py", ["a.py"]),
     ("git restore --staged a.py", []),
@@ -120,6 +123,7 @@ UNKNOWN = [
     ("echo $(rm x)", "command substitution"),
     ("echo `date` > f", "command substitution"),
     ("git checkout main", "switch branches"),
+    ("git checkout -b topic main", "switches branches"),
     ("git reset --hard", "git reset"),
     ("git stash pop", "git stash"),
     ("find . -name '*.pyc' -delete", "find"),
@@ -252,6 +256,8 @@ def test_cd_prefix_joins(folder: str, name: str) -> None:
     ("git restore --source HEAD a.py", ["a.py"]),
     ("git restore --source HEAD~2 a.py", []),
     ("git checkout -- a.py && echo x > a.py", []),  # written by something else too
+    ("git checkout HEAD a.py", ["a.py"]),
+    ("git checkout main a.py", []),
     ("cd src && git restore a.py", ["src/a.py"]),
 ])
 def test_what_git_only_puts_back_is_listed_as_restored(command, restores):
