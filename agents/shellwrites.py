@@ -364,12 +364,12 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
         return
     if path.startswith("~"):
         path = posixpath.expanduser(path)
-    if path == "/dev" or path.startswith("/dev/"):
-        return  # /dev/null, /dev/stderr: never a repository file
     joined = _join(base, path)
     if joined is None:
         result.note(f"the target {path!r} is relative to a folder that is unknown until run time")
         return
+    if joined.startswith("/") and (posixpath.normpath(joined) + "/").startswith("/dev/"):
+        return  # /dev/null, /dev/stderr: never a repository file (but /dev/../repo/f is)
     if _GLOB_CHARS & set(path):
         result.globs.append(joined)
     else:

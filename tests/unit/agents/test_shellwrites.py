@@ -103,6 +103,8 @@ CASES = [
     ("cat <<'EOF' > f\nhello 'world\nEOF", ["f"]),
     ("rm ~/outside", None),  # expanded by the caller's home: checked below
     ("echo x > /abs/path", ["/abs/path"]),
+    ("echo x > /dev/null 2>/dev/stderr; cd /dev && touch null", []),
+    ("echo x > /dev/../repo/held.py", ["/dev/../repo/held.py"]),  # not a device: the caller resolves it
 ]
 
 
