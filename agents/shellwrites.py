@@ -59,7 +59,6 @@ resolved): the caller resolves them against the command's working directory.
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Callable
@@ -108,8 +107,6 @@ _GLOB_CHARS = frozenset("*?[")
 _MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
 _WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a comment
-# '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
-_HEREDOC = re.compile(r"<<(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
 
 
 @dataclass
@@ -295,13 +292,48 @@ def _heredocs_in(line: str) -> list[tuple[str, str]]:
         elif char == "#" and (index == 0 or line[index - 1] in _WORD_ENDS):
             break  # a comment
         elif line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
-            match = _HEREDOC.match(line, index)
-            if match:
-                found.append(match.groups())
-                index = match.end()
+            opened = _heredoc_at(line, index)
+            if opened is not None:
+                found.append(opened[:2])
+                index = opened[2]
                 continue
         index += 1
     return found
+
+
+def _heredoc_at(line: str, index: int) -> tuple[str, str, int] | None:
+    """The here-document opened by the ``<<`` at ``index``: (``-`` or '', its delimiter,
+    the index after it).  The delimiter is a shell word with its quotes removed, as bash
+    compares it (``<<E\\OF``, ``<<'EOF'``, ``<<"E"OF`` all end at a line ``EOF``)."""
+    index += 2
+    strip = ""
+    if line.startswith("-", index):
+        strip, index = "-", index + 1
+    while index < len(line) and line[index] in " \t":
+        index += 1
+    word: list[str] = []
+    quote = ""
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"' and index + 1 < len(line) and line[index + 1] in '\\"$`':
+                index += 1
+                word.append(line[index])
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote = char
+        elif char == "\\" and index + 1 < len(line):
+            index += 1
+            word.append(line[index])
+        elif char in _WORD_ENDS:
+            break
+        else:
+            word.append(char)
+        index += 1
+    return (strip, "".join(word), index) if word else None
 
 
 def _cut_heredocs(command: str) -> str:

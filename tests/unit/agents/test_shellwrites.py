@@ -101,6 +101,10 @@ CASES = [
     ("sh -c 'cd src && touch y'", ["src/y"]),
     ("cat > f <<EOF\nrm q\nEOF\ntouch z", ["f", "z"]),
     ("cat <<'EOF' > f\nhello 'world\nEOF", ["f"]),
+    # the delimiter is a shell word, quotes removed: the document ends where bash ends it
+    ("cat <<E\\OF > f\nx\nEOF\ntouch g", ["f", "g"]),
+    ("cat <<@@ > f\nit's\n@@\ntouch g", ["f", "g"]),
+    ("cat <<'END OF' > f\nx\nEND OF\ntouch g", ["f", "g"]),
     ("rm ~/outside", None),  # expanded by the caller's home: checked below
     ("echo x > /abs/path", ["/abs/path"]),
     ("echo x > /dev/null 2>/dev/stderr; cd /dev && touch null", []),
