@@ -124,6 +124,31 @@ def test_shell_and_patch_writes_of_a_held_file_are_denied_for_every_client(repo,
     assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["src/fresh.py"] == "bob"
 
 
+def test_shell_command_lines_agents_write_with_are_refused_before_they_write_a_held_file(repo, coordinator):
+    """Each command line writes src/app.py, which alice holds; bob's shell call is
+    denied before it runs, naming her (each was let through unasked before)."""
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    commands = [
+        "sed -i s#print#log#g src/app.py",  # '#' inside a word is no comment
+        "cp src/app.py{,.bak} && mv src/app.py{.bak,}",  # braces give mv its destination
+        "timeout -s KILL 60 tee src/app.py < /dev/null",  # -s takes a value: tee is the command
+        "env -C src touch app.py",  # env -C runs touch in src
+        "git checkout main src/app.py",  # a commit then a file, without '--'
+        "cat <<E\\OF > /dev/null\nx\nEOF\ntruncate -s 0 src/app.py",  # the document ends at EOF
+        f"echo x > /dev/..{repo.other / 'src' / 'app.py'}",  # not a device once normalised
+    ]
+    for command in commands:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        assert answer.returncode == 0, (command, answer.stderr)
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny", (command, answer.stdout)
+        assert "alice" in decision["permissionDecisionReason"], (command, decision)
+    assert (repo.other / "src" / "app.py").read_text() == "print('hi')\n"
+
+
 def test_a_formatter_run_on_a_folder_is_refused_while_another_agent_holds_a_file_it_may_rewrite(repo, coordinator):
     coordinator(*FAST)
     (repo.other / ".gitignore").write_text("build/\n")
