@@ -31,14 +31,18 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   ``time -o FILE`` writes FILE.  Known writers
   (``tee``, ``sed -i``, ``perl -i``, ``cp``, ``mv``, ``rm``, ``touch``, ``mkdir``,
   ``truncate``, ``ln``, ``install``, ``dd of=``, ``chmod``; ``git checkout -- P``,
-  ``git restore``, ``git mv``, ``git rm``) name their targets; ``bash -c SCRIPT`` and
+  ``git restore``, ``git mv``, ``git rm``; the output options of ``curl -o``, ``wget -O``,
+  ``sort -o``, ``iconv -o``, ``patch -o``; ``uniq IN OUT``, ``sponge``, ``rsync``,
+  ``gzip``/``gunzip`` and kin, ``tar -c -f``, ``gawk -i inplace``) name their targets; ``bash -c SCRIPT`` and
   ``sh -c`` are read recursively (to a fixed depth).  A target git only puts back (``git
   checkout [HEAD] -- P``, ``git restore [--source HEAD] P``) is also listed in
   ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
   unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
-  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), or text ``shlex``
+  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), archives
+  extracted, a diff ``patch`` applies, a file ``wget``/``curl -O`` names after its URL,
+  or text ``shlex``
   cannot split (an unclosed quote).
 * A target with a brace expression (``src/{a,b}.py``, ``f{1..3}``) is the names bash
   expands it to (``agents.braces``), up to ``_MAX_BRACE_NAMES`` for the whole command;
@@ -663,6 +667,183 @@ def _dd(args, base, is_dir, result):
             _add(word[3:], base, result)
 
 
+def _getopt(args: list[str], short_values: str, long_values: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(each option with its value, None for a flag; the operands), getopt's way: a short
+    option in ``short_values`` takes the rest of its cluster or the next word (``-so
+    out``, ``-oout``); a long one ``--opt=value``, or the next word if in ``long_values``;
+    ``--`` ends the options."""
+    options: list[tuple[str, str | None]] = []
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            operands += args[index + 1 :]
+            break
+        if word.startswith("--"):
+            key, equals, value = word.partition("=")
+            if not equals and key in long_values and index + 1 < len(args):
+                index += 1
+                value, equals = args[index], "="
+            options.append((key, value if equals else None))
+        elif word.startswith("-") and len(word) > 1:
+            for position, letter in enumerate(word[1:], start=1):
+                if letter not in short_values:
+                    options.append(("-" + letter, None))
+                    continue
+                value = word[position + 1 :]
+                if not value and index + 1 < len(args):
+                    index += 1
+                    value = args[index]
+                options.append(("-" + letter, value))
+                break
+        else:
+            operands.append(word)
+        index += 1
+    return options, operands
+
+
+def _values(options: list[tuple[str, str | None]], *names: str) -> list[str]:
+    return [value for option, value in options if option in names and value is not None]
+
+
+def _output_writer(short_values: str, outputs: tuple[str, ...], long_values: set[str] = frozenset(), unnamed: str = ""):
+    """A command that writes the file an option names (``sort -o F``, ``curl -o F``);
+    ``unnamed``: why it may write a file named otherwise (``wget URL``), noted when no
+    such option is given."""
+    takes_value = frozenset(long_values) | {name for name in outputs if name.startswith("--")}
+
+    def handler(args, base, is_dir, result):
+        written = _values(_getopt(args, short_values, takes_value)[0], *outputs)
+        for path in written:
+            if path != "-":  # stdout
+                _add(path, base, result)
+        if not written and unnamed:
+            result.note(unnamed)
+
+    return handler
+
+
+_CURL_VALUES = frozenset({"--output", "--dump-header", "--cookie-jar", "--trace", "--trace-ascii", "--stderr", "--data", "--header",
+                          "--request", "--user", "--url", "--output-dir", "--config", "--user-agent", "--referer", "--cookie",
+                          "--form", "--upload-file", "--max-time", "--write-out", "--proxy", "--range", "--cert"})
+
+
+def _curl(args, base, is_dir, result):
+    options, _ = _getopt(args, "oDcdHXuAebTFmwxrCEKQtYyzPU", _CURL_VALUES)
+    for path in _values(options, "-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii", "--stderr"):
+        if path != "-":
+            _add(path, base, result)
+    if any(option in ("-O", "--remote-name", "--remote-name-all") for option, _ in options):
+        result.note("curl -O names its file after the URL")
+
+
+def _uniq(args, base, is_dir, result):
+    _, operands = _getopt(args, "fsw", frozenset({"--skip-fields", "--skip-chars", "--check-chars"}))
+    if len(operands) >= 2 and operands[1] != "-":
+        _add(operands[1], base, result)  # uniq INPUT OUTPUT
+
+
+_PATCH_VALUES = frozenset({"--input", "--strip", "--prefix", "--reject-file", "--suffix", "--output", "--directory", "--backup-if-mismatch"})
+
+
+def _patch(args, base, is_dir, result):
+    """patch FILE [PATCH], or -o OUTPUT: that file (in -d DIR); else the diff names them."""
+    options, operands = _getopt(args, "oidpBFDrVYzg", _PATCH_VALUES)
+    here = base
+    for folder in _values(options, "-d", "--directory"):
+        here = _cd([folder], here, result)
+    written = _values(options, "-o", "--output") or operands[:1]
+    for path in written:
+        if path != "-":
+            _add(path, here, result)
+    if not written:
+        result.note("patch writes the files its diff names")
+
+
+_RSYNC_VALUES = frozenset({"--rsh", "--exclude", "--include", "--filter", "--exclude-from", "--include-from", "--files-from", "--chmod",
+                           "--chown", "--backup-dir", "--suffix", "--log-file", "--temp-dir", "--partial-dir", "--compare-dest",
+                           "--link-dest", "--copy-dest", "--port", "--password-file", "--rsync-path"})
+
+
+def _rsync(args, base, is_dir, result):
+    """rsync SRC... DEST: DEST/name, or DEST itself for SRC/ (what is in SRC); host:path is
+    another machine."""
+    options, operands = _getopt(args, "efBTM", _RSYNC_VALUES)
+    for path in _values(options, "--log-file"):
+        _add(path, base, result)
+    if len(operands) < 2:
+        return
+    destination = operands[-1]
+    if ":" in destination.split("/", 1)[0]:
+        return
+    joined = _join(base, destination)
+    for source in operands[:-1]:
+        name = "" if source.endswith("/") else posixpath.basename(source)
+        into = destination.endswith("/") or len(operands) > 2 or (joined is not None and is_dir(joined))
+        _add(posixpath.join(destination, name) if into and name else destination, base, result)
+
+
+_COMPRESSED = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst", "lzma": ".lzma"}
+_DECOMPRESSORS = {"gunzip": "gzip", "bunzip2": "bzip2", "unxz": "xz", "unzstd": "zstd", "unlzma": "lzma"}
+
+
+def _compressor(name: str):
+    """gzip f writes f.gz and removes f; gunzip f.gz the other way round; -c writes stdout."""
+    suffix = _COMPRESSED[_DECOMPRESSORS.get(name, name)]
+
+    def handler(args, base, is_dir, result):
+        options, operands = _getopt(args, "SbT", frozenset({"--suffix", "--threads"}))
+        given = {option for option, _ in options}
+        if given & {"-c", "--stdout", "--to-stdout", "-t", "--test", "-l", "--list"}:
+            return
+        ending = (_values(options, "-S", "--suffix") or [suffix])[-1]
+        decompress = name in _DECOMPRESSORS or bool(given & {"-d", "--decompress", "--uncompress"})
+        keeps = bool(given & {"-k", "--keep"})
+        for operand in operands:
+            if not keeps:
+                _add(operand, base, result)  # replaced by the other one
+            if not decompress:
+                _add(operand + ending, base, result)
+            elif operand.endswith(ending) and len(operand) > len(ending):
+                _add(operand[: -len(ending)], base, result)
+
+    return handler
+
+
+def _tar(args, base, is_dir, result):
+    """tar -c/-r/-u writes its archive (-f); tar -x writes what the archive holds."""
+    words = list(args)
+    if words and not words[0].startswith("-"):
+        words[0] = "-" + words[0]  # tar czf out.tgz: the first word is options without '-'
+    options, _ = _getopt(words, "fCbHKLNTVgX", frozenset({"--file", "--directory", "--exclude", "--transform", "--owner", "--group",
+                                                          "--mode", "--format", "--files-from"}))
+    given = {option for option, _ in options}
+    if given & {"-x", "--extract", "--get"}:
+        result.note("tar -x writes the files its archive holds")
+    elif given & {"-c", "-r", "-u", "--create", "--append", "--update"}:
+        for archive in _values(options, "-f", "--file"):
+            if archive != "-":
+                _add(archive, base, result)
+
+
+def _unzip(args, base, is_dir, result):
+    if not any(word in ("-l", "-t", "-p", "-v", "-Z", "-z") for word in args):
+        result.note("unzip writes the files its archive holds")
+
+
+def _gawk(args, base, is_dir, result):
+    """gawk -i inplace PROGRAM FILE...: the files are rewritten (var=value operands set
+    variables)."""
+    options, operands = _getopt(args, "fvFilE", frozenset({"--include", "--file", "--assign", "--field-separator", "--load", "--exec"}))
+    if not any(value in ("inplace", "inplace.awk") for value in _values(options, "-i", "--include")):
+        return
+    has_program = bool(_values(options, "-f", "--file", "-E", "--exec"))
+    for operand in operands if has_program else operands[1:]:
+        if not _is_assignment(operand):
+            _add(operand, base, result)
+
+
 def _in_place_files(args, base, result, in_place: Callable[[str], tuple[bool, bool, bool]]):
     """sed -i / perl -i: the file operands, if some option asks for in-place editing.
 
@@ -831,5 +1012,20 @@ _WRITERS: dict[str, Callable] = {
     "mkdir": _mkdir,
     "truncate": _truncate,
     "dd": _dd,
+    "sponge": _each,
+    "sort": _output_writer("oktST", ("-o", "--output"), {"--key", "--field-separator", "--buffer-size", "--temporary-directory"}),
+    "iconv": _output_writer("oft", ("-o", "--output"), {"--from-code", "--to-code"}),
+    "wget": _output_writer("OoaPeitTwQUAB", ("-O", "--output-document"), {"--directory-prefix", "--output-file", "--append-output",
+                           "--execute", "--input-file", "--tries", "--timeout", "--wait", "--user-agent", "--header"},
+                           unnamed="wget names its file after the URL"),
+    "curl": _curl,
+    "uniq": _uniq,
+    "patch": _patch,
+    "rsync": _rsync,
+    "tar": _tar,
+    "unzip": _unzip,
+    "gawk": _gawk,
+    "awk": _gawk,
+    **{name: _compressor(name) for name in [*_COMPRESSED, *_DECOMPRESSORS]},
     "chmod": _chmod,
 }

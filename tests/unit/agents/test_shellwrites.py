@@ -55,6 +55,20 @@ CASES = [
     ("ln -s target link", ["link"]),
     ("dd if=/dev/zero of=disk.img bs=1k", ["disk.img"]),
     ("chmod +x run.sh", ["run.sh"]),
+    # tools that write the file an option or an operand names
+    ("curl -sSLo vendor/lib.js https://x/lib.js", ["vendor/lib.js"]),
+    ("curl https://x --output=a.json -D headers.txt", ["a.json", "headers.txt"]),
+    ("wget -qO data.csv https://x/data.csv", ["data.csv"]),
+    ("sort -u -o names.txt names.txt", ["names.txt"]),
+    ("iconv -f latin1 -t utf8 -o out.txt in.txt", ["out.txt"]),
+    ("uniq in.txt out.txt", ["out.txt"]),
+    ("jq . a.json | sponge a.json", ["a.json"]),
+    ("patch -d src app.py fix.diff", ["src/app.py"]),
+    ("rsync -a build/ dist/ && rsync lib.py vendor/", ["dist/", "vendor/lib.py"]),
+    ("gzip big.log", ["big.log", "big.log.gz"]),
+    ("gunzip -k data.gz", ["data"]),
+    ("tar czf out.tgz src", ["out.tgz"]),
+    ("gawk -i inplace -v n=1 '{print}' a.txt", ["a.txt"]),
     ("install -m 644 a.cfg etc/a.cfg", ["etc/a.cfg"]),
     # a brace expression gives a copy its operands: the last one is the destination
     ("cp settings.py{,.bak}", ["settings.py.bak"]),
@@ -142,6 +156,11 @@ UNKNOWN = [
     ("bash script.sh", "script"),
     ("echo x >", "no target"),
     ("cp f{1..5000} dest", "too many"),
+    ("patch -p1 < fix.diff", "its diff names"),
+    ("tar -xzf vendor.tgz", "archive holds"),
+    ("unzip -o a.zip", "archive holds"),
+    ("wget https://x/y.tgz", "after the URL"),
+    ("curl -O https://x/y.tgz", "after the URL"),
 ]
 
 
