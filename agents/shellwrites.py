@@ -34,7 +34,8 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   ``git restore``, ``git mv``, ``git rm``; the output options of ``curl -o``, ``wget -O``,
   ``sort -o``, ``iconv -o``, ``patch -o``; ``uniq IN OUT``, ``sponge``, ``rsync``,
   ``gzip``/``gunzip`` and kin, ``tar -c -f``, ``gawk -i inplace``) name their targets; ``bash -c SCRIPT`` and
-  ``sh -c`` are read recursively (to a fixed depth).  A target git only puts back (``git
+  ``sh -c`` are read recursively (to a fixed depth), as are the commands of ``$(...)``
+  and backquotes, quoted or not (not in single quotes: there they are text).  A target git only puts back (``git
   checkout [HEAD] -- P``, ``git restore [--source HEAD] P``) is also listed in
   ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
@@ -110,6 +111,7 @@ _GIT_MANY = frozenset(
 _GLOB_CHARS = frozenset("*?[")
 _MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
+_QUOTED_PAREN = "\ue000"  # a '(' of '$(' in single quotes while the text is read (a private-use character)
 _WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a comment
 
 
@@ -164,7 +166,7 @@ _OPERATORS = sorted(
 
 
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(_cut_comments(command), posix=True, punctuation_chars=";&|<>()\n")
+    lexer = shlex.shlex(_backquotes_as_dollar(_cut_comments(command)), posix=True, punctuation_chars=";&|<>()\n")
     lexer.commenters = ""  # shlex starts a comment at any '#', even inside a word: cut above
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
@@ -199,7 +201,7 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
 
     def finish() -> None:
         if words or redirects:
-            bases[-1] = _simple_command(words, redirects, bases[-1], is_dir, result, depth)
+            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth)
         words.clear()
         redirects.clear()
 
@@ -237,6 +239,11 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
                 index += 1  # the delimiter; the body was cut out before splitting
         elif "$(" in token or "`" in token:
             result.note("a command substitution is run at run time")
+            for script in _substitutions(token):  # "$(cmd)" quoted: one word, cmd still runs
+                if depth >= _MAX_DEPTH:
+                    result.note("command substitutions nested too deep to read")
+                    break
+                _read(script, is_dir, result, bases[-1], depth + 1)
             words.append(token)
         elif _OPERATOR_CHARS.issuperset(token):
             result.note(f"the shell operator {token!r} is not understood")
@@ -274,6 +281,62 @@ def _cut_comments(command: str) -> str:
         index += 1
     kept.append(command[start:])
     return "".join(kept)
+
+
+def _backquotes_as_dollar(command: str) -> str:
+    """`cmd` written as $(cmd) (outside single quotes), so that its commands are read
+    as those of any other substitution; an escaped \\` stays text.  A ``$(`` inside
+    single quotes is text (``sed 's/$(OLD)/x/'``): its ``(`` becomes ``_QUOTED_PAREN``,
+    put back in the words read (``_unmarked``)."""
+    if ("`" not in command and "$(" not in command) or _QUOTED_PAREN in command:
+        return command
+    out: list[str] = []
+    quote = ""
+    opened = False
+    index = 0
+    while index < len(command):
+        char = command[index]
+        if char == "\\" and quote != "'":
+            out.append(command[index : index + 2])
+            index += 2
+            continue
+        if char == "'" and quote != '"' and not opened:
+            quote = "" if quote == "'" else "'"
+        elif char == '"' and quote != "'" and not opened:
+            quote = "" if quote == '"' else '"'
+        elif char == "`" and quote != "'":
+            char = ")" if opened else "$("
+            opened = not opened
+        elif char == "(" and quote == "'" and index > 0 and command[index - 1] == "$":
+            char = _QUOTED_PAREN
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _unmarked(words: list[str]) -> list[str]:
+    """The words as the command has them (see ``_backquotes_as_dollar``)."""
+    return [word.replace(_QUOTED_PAREN, "(") for word in words]
+
+
+def _substitutions(word: str) -> list[str]:
+    """The scripts of the ``$(...)`` in one word (a quoted one: ``"$(cmd)"``), outermost
+    first; a ``(`` left open runs to the end of the word."""
+    scripts: list[str] = []
+    index = word.find("$(")
+    while index >= 0:
+        depth, end = 0, index + 1
+        while end < len(word):
+            if word[end] == "(":
+                depth += 1
+            elif word[end] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            end += 1
+        scripts.append(word[index + 2 : end])
+        index = word.find("$(", end)
+    return scripts
 
 
 def _heredocs_in(line: str) -> list[tuple[str, str]]:

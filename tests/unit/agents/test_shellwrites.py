@@ -176,6 +176,19 @@ def test_unknown_keeps_what_it_did_read() -> None:
     assert found.unknown
 
 
+@pytest.mark.parametrize(("command", "expected"), [
+    ("echo `touch a`", ["a"]),  # backquotes run their command like $(...)
+    ('echo "`sed -i s/x/y/ b`"', ["b"]),
+    ('x="$(rm -f c)"', ["c"]),  # quoted: one word, but the command still runs
+    ('echo "$(echo "$(touch deep)")"', ["deep"]),
+    ('cd sub && echo "a $(touch d) b $(touch e)"', ["sub/d", "sub/e"]),
+    ("echo '$(touch no)' '`touch no`' > f", ["f"]),  # single quotes: text
+    ("sed -i 's/$(OLD)/$(NEW)/' Makefile", ["Makefile"]),
+])
+def test_commands_in_substitutions_are_read(command: str, expected: list[str]) -> None:
+    assert write_targets(command).targets == expected
+
+
 def test_cd_to_unknown_drops_later_relative_targets_but_not_absolute() -> None:
     found = write_targets("cd $X && rm a /abs/b")
     assert found.targets == ["/abs/b"]
