@@ -678,20 +678,27 @@ def _chmod(args, base, is_dir, result):
         _add(operand, base, result)
 
 
-def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozenset({"-t", "--target-directory", "-S", "--suffix"})):
-    """cp/mv/ln/install: the destination (folder/name when it is a folder); mv also
-    deletes its sources."""
+def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozenset({"-t", "--target-directory", "-S", "--suffix"}),
+               links: bool = False):
+    """cp/mv/ln/install: the destination (folder/name when it is a folder, unless -T, or
+    ln -n for a link to a folder: ``ln -sfn new current`` replaces the link); mv also
+    deletes its sources; ``ln -s TARGET`` alone makes ./basename."""
     operands, options = _operands(args, value_options)
     operands = _brace_expanded(operands, result)  # cp f{,.bak} is cp f f.bak: two operands
     if operands is None:
         return
+    letters = "".join(option[1:] for option in options if not option.startswith("--"))
+    whole = "T" in letters or "--no-target-directory" in options or (links and ("n" in letters or "--no-dereference" in options))
     folder = options.get("-t") or options.get("--target-directory")
     if folder is not None:
         sources, destination, into = operands, folder, True
     elif len(operands) >= 2:
         sources, destination = operands[:-1], operands[-1]
         joined = _join(base, destination)
-        into = len(sources) > 1 or (joined is not None and is_dir(joined))
+        into = len(sources) > 1 or (not whole and joined is not None and is_dir(joined))
+    elif links and operands and posixpath.basename(operands[0].rstrip("/")):
+        _add(posixpath.basename(operands[0].rstrip("/")), base, result)
+        return
     else:
         if operands:
             result.note("a copy or move without a destination")
@@ -709,6 +716,10 @@ def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozens
 
 def _cp(args, base, is_dir, result):
     _copy_like(args, base, is_dir, result, moves=False)
+
+
+def _ln(args, base, is_dir, result):
+    _copy_like(args, base, is_dir, result, moves=False, links=True)
 
 
 def _mv(args, base, is_dir, result):
@@ -1065,7 +1076,7 @@ _WRITERS: dict[str, Callable] = {
     "perl": _perl,
     "cp": _cp,
     "mv": _mv,
-    "ln": _cp,
+    "ln": _ln,
     "install": _install,
     "rm": _rm,
     "rmdir": _rm,

@@ -23,7 +23,11 @@ gemini      run_shell_command                      ``agents.shellwrites``, in ``
 Paths are concrete files, resolved against the event's ``cwd``; a name with ``[``, ``*``
 or ``?`` is that name (``agents.paths.repo_relative(..., literal=True)``).  A shell glob
 is expanded against the file system as the shell would; one matching nothing is kept as
-written.  A folder a command writes (``rm -r``, ``chmod -R``, ``mv``) is the files in it.
+written, and so is a file that has the glob's name as written (``rm 'x[1].py'``: the
+quotes are gone when the command is read).  A folder a command writes (``rm -r``,
+``chmod -R``, ``mv``) is the files in it.  A symbolic link is a file of its own folder
+(``rm link``, ``ln -sfn``), and a link to a file stands for that file too (``echo x >
+link`` writes it): both are asked for.
 
 Answers, in each client's documented format:
 
@@ -156,7 +160,10 @@ def _shell_targets(command: object, here: str) -> Targets:
             left = 0
             continue
         left -= len(matches)
-        paths += matches or [full]  # a glob matching nothing is the name as written, as in bash
+        # A file named as written ('[ab].py', quoted in the command: the quotes are gone
+        # here) is that file; matching nothing, the name as written is too, as in bash.
+        literal = [full] if os.path.lexists(full) or not matches else []
+        paths += [path for path in literal + matches if path not in paths]
     files, unknown = _folders_as_files(paths, unknown)
     maybe = _formatted_files(found.formatted, here, unknown)
     return Targets(files, unknown, maybe)
@@ -250,8 +257,9 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     from agents.paths import WriteElsewhere
 
     found = targets(client, event)
+    paths = _with_link_targets(found.paths, str(event.get("cwd") or os.getcwd()))
     try:
-        patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+        patterns = list(dict.fromkeys(p for p in (resolve(path) for path in paths) if p))
         maybe = list(dict.fromkeys(p for p in (resolve(path) for path in found.maybe) if p and p not in patterns))
     except WriteElsewhere as exc:
         return deny(client, f"lockstep: {exc}")
@@ -430,7 +438,7 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         if not places[0].in_git:
             return None  # a client outside any repository: nothing to coordinate
         try:
-            pattern, root = located(path, places[0], cwd, literal=True)
+            pattern, root = _located_link(path, places[0], cwd) or located(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
         check_own_worktree(path, pattern, root, places[0])
@@ -439,6 +447,35 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         return None if CONTROL_CHARACTER.search(pattern) else pattern
 
     return resolve
+
+
+def _located_link(path: str, place, cwd: str):
+    """A symbolic link is a file of its own folder (``rm link`` writes the link, not what
+    it points to): (its pattern, worktree), or None when ``path`` is no link."""
+    from agents.paths import located
+    from protocol.paths import canonical, escape
+
+    full = os.path.join(cwd, path)
+    if full.endswith("/") or not os.path.islink(full):
+        return None  # 'link/' is what it points to
+    folder, name = os.path.split(full)
+    pattern, root = located(folder, place, cwd, literal=True)
+    return canonical(("" if pattern == "**" else pattern.rstrip("/") + "/") + escape(name)), root
+
+
+def _with_link_targets(paths: list[str], cwd: str) -> list[str]:
+    """The paths, and after each link to a file what it points to: ``echo x > link``
+    writes that file, ``rm link`` the link (both are asked for)."""
+    found: list[str] = []
+    for path in paths:
+        found.append(path)
+        full = os.path.join(cwd, path)
+        try:
+            if os.path.islink(full) and not os.path.isdir(full):
+                found.append(os.path.realpath(full))
+        except (OSError, ValueError):  # a name the system refuses: the resolver says so
+            pass
+    return found
 
 
 def _decider(client: str, event: dict, endpoint: str | None) -> Decide:

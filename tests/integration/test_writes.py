@@ -149,6 +149,44 @@ def test_shell_command_lines_agents_write_with_are_refused_before_they_write_a_h
     assert (repo.other / "src" / "app.py").read_text() == "print('hi')\n"
 
 
+def test_a_symlink_and_a_file_named_like_a_glob_are_asked_for_as_themselves(repo, coordinator):
+    """``rm 'src/[ab].py'`` writes the file named so (it was asked as src/a.py, which the
+    glob matches); a symbolic link is a file of its own (a link to a folder was asked as
+    that folder, which no intent may name, so the whole call went uncoordinated)."""
+    coordinator(*FAST)
+    (repo.root / "link").symlink_to("src/app.py")
+    (repo.root / "folder-link").symlink_to("src")
+    (repo.root / "src" / "[ab].py").write_text("literal\n")
+    (repo.root / "src" / "a.py").write_text("a\n")
+    assert _git(repo.root, "add", ".").returncode == 0 and _git(repo.root, "commit", "-qm", "links").returncode == 0
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+
+    def hook(agent: str, command: str) -> dict:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": agent})
+        assert answer.returncode == 0, (command, answer.stderr)
+        return json.loads(answer.stdout or "{}")
+
+    def denied(document: dict) -> bool:
+        decision = document.get("hookSpecificOutput", {})
+        return decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"]
+
+    assert cli("claim", "--literal", "src/[ab].py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert denied(hook("bob", "rm 'src/[ab].py'"))
+    assert denied(hook("bob", "rm folder-link && echo x > src/app.py"))
+    # alice's own call on the link claims the link; bob's is then refused
+    assert hook("alice", "rm folder-link") == {}
+    assert denied(hook("bob", "ln -sfn lib folder-link"))
+    # the quotes are gone when the command is read: what the glob matches is asked for
+    # too, as is the file a link to a file points to (echo x > link writes it)
+    assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert hook("bob", "rm link 'src/[ab].py'") == {}
+    holders = {c["pattern"]: c["holder"] for c in status(repo)["claims"]}
+    assert holders == {"link": "bob", "src/app.py": "bob", "src/\\[ab].py": "bob", "src/a.py": "bob"}, holders
+
+
 def test_a_formatter_run_on_a_folder_is_refused_while_another_agent_holds_a_file_it_may_rewrite(repo, coordinator):
     coordinator(*FAST)
     (repo.other / ".gitignore").write_text("build/\n")

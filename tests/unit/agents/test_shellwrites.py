@@ -53,6 +53,9 @@ CASES = [
     ("mkdir -p -m 755 src/new", ["src/new"]),
     ("truncate -s 0 log", ["log"]),
     ("ln -s target link", ["link"]),
+    ("ln -sfn releases/v2 current", ["current"]),  # -n: the link itself, even to a folder
+    ("cp -T build out", ["out"]),
+    ("ln -s ../shared/config.py", ["config.py"]),
     ("dd if=/dev/zero of=disk.img bs=1k", ["disk.img"]),
     ("chmod +x run.sh", ["run.sh"]),
     # tools that write the file an option or an operand names
@@ -203,6 +206,8 @@ def test_globs_are_left_to_the_caller() -> None:
 
 def test_is_dir_decides_copy_into_folder() -> None:
     assert write_targets("cp a.py dest", is_dir=lambda p: p == "dest").targets == ["dest/a.py"]
+    assert write_targets("ln -sfn v2 current", is_dir=lambda p: p == "current").targets == ["current"]
+    assert write_targets("mv -T new old", is_dir=lambda p: p == "old").targets == ["new", "old"]
     assert write_targets("cp a.py dest", is_dir=lambda p: False).targets == ["dest"]
     assert write_targets("cd x && mv a.py dest", is_dir=lambda p: p == "x/dest").targets == ["x/a.py", "x/dest/a.py"]
 

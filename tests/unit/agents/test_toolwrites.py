@@ -184,3 +184,29 @@ def test_a_target_with_a_nul_byte_is_unknown_not_an_error(tmp_path) -> None:
     found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "rm 'x\0y'/* && touch ok"}, "cwd": str(tmp_path)})
     assert found.paths == [str(tmp_path / "ok")]
     assert found.unknown == ["the target 'x\\x00y/*' contains a NUL byte, which no file name has"]
+
+
+def test_a_link_is_asked_for_as_itself_and_a_file_named_like_a_glob_as_that_file(tmp_path) -> None:
+    """A symbolic link resolved to what it points to (``rm link`` was asked as the file;
+    a link to a folder as that folder, which no intent may name); ``rm '[ab].py'`` was
+    asked as ``a.py`` only (the quotes are gone when the command is read)."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x")
+    (tmp_path / "[ab].py").write_text("literal")
+    (tmp_path / "a.py").write_text("a")
+    (tmp_path / "link").symlink_to("src/app.py")
+    (tmp_path / "folder-link").symlink_to("src")
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path), "tool_input": {}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    for command in ("rm link", "rm folder-link", "rm '[ab].py'"):
+        event["tool_input"]["command"] = command
+        toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked == [["link", "src/app.py"], ["folder-link"], ["\\[ab].py", "a.py"]]
