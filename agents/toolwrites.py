@@ -213,6 +213,8 @@ def _folders_as_files(paths: list[str], unknown: list[str]) -> tuple[list[str], 
         if not os.path.isdir(path) or os.path.islink(path):
             files.append(path)
             continue
+        if os.path.basename(os.path.normpath(path)) == ".git":
+            continue  # git's own files: not listed (the resolver drops them anyway)
         inside = []
         for folder, subfolders, names in os.walk(path):
             subfolders[:] = sorted(d for d in subfolders if d != ".git")
@@ -441,6 +443,8 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
             pattern, root = _located_link(path, places[0], cwd) or located(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
+        if ".git" in pattern.split("/"):
+            return None  # git's own files (.git/config, a worktree's .git file): no content of the repository
         check_own_worktree(path, pattern, root, places[0])
         # A name with a control character is refused by the coordinator: asking for it
         # would leave the call's other files uncoordinated too.

@@ -210,3 +210,22 @@ def test_a_link_is_asked_for_as_itself_and_a_file_named_like_a_glob_as_that_file
         event["tool_input"]["command"] = command
         toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
     assert asked == [["link", "src/app.py"], ["folder-link"], ["\\[ab].py", "a.py"]]
+
+
+def test_gits_own_files_are_never_asked_for(tmp_path) -> None:
+    """``rm -rf .git`` asked to claim up to a thousand files under .git/ (objects, hooks,
+    the coordinator's own state): none is a file of the repository's content."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path), "tool_input": {}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    event["tool_input"]["command"] = "rm -rf .git; echo x > .git/hooks/pre-commit; cd .git && touch config; cd ../sub && touch .git ok"
+    toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked == [["sub/ok"]]
