@@ -41,10 +41,14 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
   unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
-  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), archives
-  extracted, a diff ``patch`` applies, a file ``wget``/``curl -O`` names after its URL,
+  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ...), archives extracted, a
+  diff piped into ``patch``/``git apply``, a file ``wget``/``curl -O`` names after its URL,
   or text ``shlex``
   cannot split (an unclosed quote).
+* ``git apply``/``git am`` and ``patch`` write the files their diff names: a
+  here-document's text, or the diff file (``git apply fix.diff``, ``patch -p1 < fix.diff``,
+  ``patch -i``), are handed on in ``diffs`` (``Diff``) for the caller to read
+  (``agents.diffs``).
 * A target with a brace expression (``src/{a,b}.py``, ``f{1..3}``) is the names bash
   expands it to (``agents.braces``), up to ``_MAX_BRACE_NAMES`` for the whole command;
   past that it is ``unknown``.
@@ -116,6 +120,31 @@ _WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a co
 
 
 @dataclass
+class Stdin:
+    """What a command reads on its standard input: a file (``< FILE``, as written) or a
+    here-document's text."""
+
+    file: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class Diff:
+    """A diff ``git apply`` or ``patch`` applies: its ``text`` (a here-document) or its
+    ``file`` (joined onto the command's folder, for the caller to read), with ``-pN``
+    (``strip``; None: patch's rule, the name only).  The files it names are relative to
+    ``folder`` (the command's, or for ``git apply`` the worktree's top: ``from_top``),
+    below ``directory`` (``git apply --directory``)."""
+
+    strip: int | None
+    folder: str
+    from_top: bool = False
+    directory: str = ""
+    text: str | None = None
+    file: str | None = None
+
+
+@dataclass
 class ShellWrites:
     """What a command writes: ``targets`` (paths), ``globs`` (to expand), ``unknown``
     (why it may write more than that; empty when the reading is complete)."""
@@ -130,6 +159,8 @@ class ShellWrites:
     # Folders a formatter or fixer rewrites files of (``ruff format src``), with the
     # suffixes it formats (``agents.formatters``): the caller lists the candidates.
     formatted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    # Diffs applied (``git apply``, ``patch``): the caller reads the files they name.
+    diffs: list[Diff] = field(default_factory=list)
     braced: int = 0  # names brace expressions gave so far (all of a command's words share one bound)
 
     def note(self, reason: str) -> None:
@@ -189,21 +220,24 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
     if len(command) > MAX_COMMAND_CHARS:
         result.note(f"the command is longer than {MAX_COMMAND_CHARS} characters")
         return
+    command, bodies = _cut_heredocs(command)
     try:
-        tokens = _tokens(_cut_heredocs(command))
+        tokens = _tokens(command)
     except ValueError as exc:  # an unclosed quote or a trailing backslash
         result.note(f"the shell text cannot be split ({exc})")
         return
     bases: list[str | None] = [base]
     words: list[str] = []
     redirects: list[str] = []
+    stdin: list[Stdin] = []  # what the simple command reads: '< FILE' or a here-document's body
     index = 0
 
     def finish() -> None:
         if words or redirects:
-            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth)
+            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth, stdin[-1] if stdin else None)
         words.clear()
         redirects.clear()
+        stdin.clear()
 
     while index < len(tokens):
         token = tokens[index]
@@ -230,6 +264,8 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
                 redirects.append(target)
                 index += 1
             else:
+                if token == "<" and (not words or not words[-1].isdigit()):
+                    stdin.append(Stdin(file=target))
                 index += 1  # a read, or a descriptor duplication: no file written
         elif token in _HEREDOCS:
             delimiter = tokens[index + 1] if index + 1 < len(tokens) else ""
@@ -237,6 +273,7 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
                 result.note(f"a here-document {token!r} without a delimiter")
             else:
                 index += 1  # the delimiter; the body was cut out before splitting
+                stdin.append(Stdin(text=bodies.pop(0) if bodies else ""))
         elif "$(" in token or "`" in token:
             result.note("a command substitution is run at run time")
             for script in _substitutions(token):  # "$(cmd)" quoted: one word, cmd still runs
@@ -403,25 +440,29 @@ def _heredoc_at(line: str, index: int) -> tuple[str, str, int] | None:
     return (strip, "".join(word), index) if word else None
 
 
-def _cut_heredocs(command: str) -> str:
-    """The command without here-document bodies: they are data, not commands, and may
-    hold any text (an apostrophe would stop ``shlex``)."""
+def _cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command without here-document bodies (they are data, not commands, and may
+    hold any text: an apostrophe would stop ``shlex``), and the bodies in order (a
+    diff given to ``git apply`` or ``patch`` is read)."""
     if "<<" not in command:
-        return command
+        return command, []
     lines = command.split("\n")
     kept: list[str] = []
+    bodies: list[str] = []
     index = 0
     while index < len(lines):
         line = lines[index]
         kept.append(line)
         index += 1
         for strip_tabs, delimiter in _heredocs_in(line):
+            start = index
             while index < len(lines):
                 body = lines[index]
                 index += 1
                 if (body.lstrip("\t") if strip_tabs else body) == delimiter:
                     break
-    return "\n".join(kept)
+            bodies.append("\n".join(lines[start : index - 1 if index > start else start]) + "\n")
+    return "\n".join(kept), bodies
 
 
 def _is_descriptor(word: str) -> bool:
@@ -504,7 +545,8 @@ def _add_restore(path: str, base: str | None, result: ShellWrites) -> None:
     result.restores.extend(result.targets[count:])
 
 
-def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
+def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int,
+                    stdin: Stdin | None = None) -> str | None:
     """Record one simple command's targets; return the ``cd`` base after it."""
     for target in redirects:
         _add(target, base, result)
@@ -532,12 +574,12 @@ def _simple_command(words: list[str], redirects: list[str], base: str | None, is
     if not args or args[0] in _NOT_COMMANDS:
         return base
     if here != base:
-        _command(args, here, is_dir, result, depth)
+        _command(args, here, is_dir, result, depth, stdin)
         return base
-    return _command(args, base, is_dir, result, depth)
+    return _command(args, base, is_dir, result, depth, stdin)
 
 
-def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
+def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, stdin: Stdin | None = None) -> str | None:
     """Record the targets of the command ``args`` (its command word first), run in
     ``base``; return the ``cd`` base after it."""
     name, rest = posixpath.basename(args[0]), args[1:]
@@ -554,12 +596,14 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
         _formatted(formatter, base, result)
         return base
     handler = _WRITERS.get(name)
-    if handler is not None:
+    if name == "patch":
+        _patch(rest, base, is_dir, result, stdin)
+    elif handler is not None:
         handler(rest, base, is_dir, result)
     elif name in ("bash", "sh", "zsh", "dash", "ksh"):
         _shell(rest, base, is_dir, result, depth)
     elif name == "git":
-        return _git(rest, base, is_dir, result)
+        return _git(rest, base, is_dir, result, stdin)
     elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for word in rest):
         result.note("find -exec/-delete acts on files found at run time")
     return base
@@ -821,8 +865,9 @@ def _uniq(args, base, is_dir, result):
 _PATCH_VALUES = frozenset({"--input", "--strip", "--prefix", "--reject-file", "--suffix", "--output", "--directory", "--backup-if-mismatch"})
 
 
-def _patch(args, base, is_dir, result):
-    """patch FILE [PATCH], or -o OUTPUT: that file (in -d DIR); else the diff names them."""
+def _patch(args, base, is_dir, result, stdin: Stdin | None = None):
+    """patch FILE [PATCH], or -o OUTPUT: that file (in -d DIR); else the files its diff
+    names (-i PATCH, a second operand, or standard input)."""
     options, operands = _getopt(args, "oidpBFDrVYzg", _PATCH_VALUES)
     here = base
     for folder in _values(options, "-d", "--directory"):
@@ -831,8 +876,14 @@ def _patch(args, base, is_dir, result):
     for path in written:
         if path != "-":
             _add(path, here, result)
-    if not written:
-        result.note("patch writes the files its diff names")
+    if written or here is None:
+        if here is None:
+            result.note("patch runs in a folder known only at run time")
+        return
+    strips = _values(options, "-p", "--strip")
+    strip = int(strips[-1]) if strips and strips[-1].isdigit() else None
+    given = _values(options, "-i", "--input")
+    _diff(Stdin(file=given[-1]) if given else stdin, strip, base, here, False, "", result, "patch")
 
 
 _RSYNC_VALUES = frozenset({"--rsh", "--exclude", "--include", "--filter", "--exclude-from", "--include-from", "--files-from", "--chmod",
@@ -1007,7 +1058,7 @@ def _shell(args, base, is_dir, result, depth):
     _read(args[script_at + 1], is_dir, result, base, depth + 1)
 
 
-def _git(args, base, is_dir, result) -> str | None:
+def _git(args, base, is_dir, result, stdin: Stdin | None = None) -> str | None:
     # git's own options before the verb: -C DIR re-bases, -c k=v is skipped.
     here = base
     while args and args[0].startswith("-"):
@@ -1044,6 +1095,8 @@ def _git(args, base, is_dir, result) -> str | None:
         _copy_like(rest, here, is_dir, result, moves=True, value_options=frozenset())
     elif verb == "rm":
         _each(rest, here, is_dir, result)
+    elif verb in ("apply", "am"):
+        _git_apply(verb, rest, here, result, stdin)
     elif verb in _GIT_MANY:
         result.note(f"git {verb} may rewrite any file")
     return base
@@ -1067,6 +1120,47 @@ def _checkout_without_separator(args: list[str], base: str | None, result: Shell
             _add_restore(path, base, result) if operands[0] == "HEAD" else _add(path, base, result)
     else:
         result.note("git checkout without '--' may switch branches and rewrite any file")
+
+
+def _git_apply(verb: str, args: list[str], base: str | None, result: ShellWrites, stdin: Stdin | None) -> None:
+    """git apply/am: the files of the diff (its files, or standard input), from the
+    worktree's top; --cached, --check and the summaries write no file."""
+    options, operands = _getopt(args, "pC", frozenset({"--directory", "--exclude", "--include", "--whitespace", "--build-fake-ancestor"}))
+    given = {option for option, _ in options}
+    if given & {"--cached", "--check", "--stat", "--numstat", "--summary", "--abort", "--quit", "--show-current-patch"}:
+        return
+    if given & {"--continue", "--skip", "--resolved", "-r"} or verb == "am" and not operands and stdin is None:
+        result.note(f"git {verb} may rewrite any file")
+        return
+    if base is None:
+        result.note(f"git {verb} runs in a folder known only at run time")
+        return
+    strips = _values(options, "-p")
+    strip = int(strips[-1]) if strips and strips[-1].isdigit() else 1
+    directory = (_values(options, "--directory") or [""])[-1]
+    sources = [Stdin(file=operand) for operand in operands if operand != "-"] or [stdin]
+    for source in sources:
+        _diff(source, strip, base, base, True, directory, result, f"git {verb}")
+
+
+def _diff(source: Stdin | None, strip: int | None, base: str | None, folder: str, from_top: bool, directory: str,
+          result: ShellWrites, tool: str) -> None:
+    """Hand the diff ``source`` gives to the caller (``ShellWrites.diffs``)."""
+    if source is None or (source.file is None and source.text is None):
+        result.note(f"{tool} writes the files its diff names (given at run time)")
+        return
+    if source.file is not None:
+        path = source.file
+        if "$" in path or "`" in path or _GLOB_CHARS & set(path):
+            result.note(f"{tool} writes the files named by a diff whose name is built at run time")
+            return
+        joined = _join(base, posixpath.expanduser(path))
+        if joined is None:
+            result.note(f"{tool} reads a diff in a folder known only at run time")
+            return
+        result.diffs.append(Diff(strip, folder, from_top, directory, file=joined))
+    else:
+        result.diffs.append(Diff(strip, folder, from_top, directory, text=source.text))
 
 
 _WRITERS: dict[str, Callable] = {

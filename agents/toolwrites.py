@@ -164,9 +164,41 @@ def _shell_targets(command: object, here: str) -> Targets:
         # here) is that file; matching nothing, the name as written is too, as in bash.
         literal = [full] if os.path.lexists(full) or not matches else []
         paths += [path for path in literal + matches if path not in paths]
+    paths += _diffed_files(found.diffs, here, unknown)
     files, unknown = _folders_as_files(paths, unknown)
     maybe = _formatted_files(found.formatted, here, unknown)
     return Targets(files, unknown, maybe)
+
+
+def _diffed_files(diffs: list, here: str, unknown: list[str]) -> list[str]:
+    """The files the diffs a call applies name (``git apply``, ``patch``: ``agents.diffs``),
+    a diff file read here (up to ``MAX_DIFF_CHARS``); one that cannot be read is left to
+    the after-call comparison (noted in ``unknown``)."""
+    from agents.diffs import MAX_DIFF_CHARS, diff_paths
+
+    files: list[str] = []
+    for diff in diffs:
+        text = diff.text
+        if text is None:
+            from protocol.files import read_regular
+
+            path = os.path.join(here, diff.file)
+            try:  # a regular file only: a FIFO would hang the hook, a device never end
+                text = read_regular(path, MAX_DIFF_CHARS).decode("utf-8", "replace")
+            except (OSError, ValueError) as exc:
+                unknown.append(f"{path}: the diff cannot be read ({type(exc).__name__}): the files it names are checked after the call")
+                continue
+        root = os.path.join(here, diff.folder)
+        if diff.from_top:
+            from protocol.discovery import locate
+
+            place = locate(root)
+            root = str(place.worktree) if place.in_git else root
+        files += [os.path.join(root, diff.directory, name) for name in diff_paths(text, diff.strip)]
+        if len(files) > MAX_GLOB_MATCHES:
+            unknown.append(f"more than {MAX_GLOB_MATCHES} files in the diffs of this call: checked after the call")
+            return files[:MAX_GLOB_MATCHES]
+    return files
 
 
 def _formatted_files(formatted: list[tuple[str, tuple[str, ...]]], here: str, unknown: list[str]) -> list[str]:

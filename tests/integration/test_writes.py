@@ -149,6 +149,24 @@ def test_shell_command_lines_agents_write_with_are_refused_before_they_write_a_h
     assert (repo.other / "src" / "app.py").read_text() == "print('hi')\n"
 
 
+def test_a_diff_applied_to_a_held_file_is_refused_before_it_is_applied(repo, coordinator):
+    """git apply / patch write the files their diff names (a file, or a here-document):
+    they are asked for before the call, as an edit of them is."""
+    coordinator(*FAST)
+    diff = "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-print('hi')\n+print('bye')\n"
+    (repo.other / "fix.diff").write_text(diff)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    for command in ("git apply fix.diff", "cd src && git apply ../fix.diff", "patch -p1 < fix.diff", f"patch -p1 <<'EOF'\n{diff}EOF"):
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], (command, answer.stdout)
+    # a check applies nothing and asks nothing
+    event["tool_input"]["command"] = "git apply --check fix.diff"
+    assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
+
+
 def test_a_symlink_and_a_file_named_like_a_glob_are_asked_for_as_themselves(repo, coordinator):
     """``rm 'src/[ab].py'`` writes the file named so (it was asked as src/a.py, which the
     glob matches); a symbolic link is a file of its own (a link to a folder was asked as

@@ -159,7 +159,7 @@ UNKNOWN = [
     ("bash script.sh", "script"),
     ("echo x >", "no target"),
     ("cp f{1..5000} dest", "too many"),
-    ("patch -p1 < fix.diff", "its diff names"),
+    ("curl -s https://x/fix.diff | patch -p1", "its diff names"),
     ("tar -xzf vendor.tgz", "archive holds"),
     ("unzip -o a.zip", "archive holds"),
     ("wget https://x/y.tgz", "after the URL"),
@@ -306,3 +306,20 @@ def test_cd_prefix_joins(folder: str, name: str) -> None:
 def test_what_git_only_puts_back_is_listed_as_restored(command, restores):
     found = write_targets(command)
     assert found.restores == restores and set(restores) <= set(found.targets)
+
+
+DIFF = "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def test_a_diff_applied_is_handed_to_the_caller() -> None:
+    """git apply / patch write the files their diff names: a here-document's text, or
+    the diff file for the caller to read (they were only 'may rewrite any file')."""
+    found = write_targets(f"git apply - <<'EOF'\n{DIFF}EOF\ntouch after")
+    assert found.targets == ["after"] and [(d.text, d.strip, d.from_top) for d in found.diffs] == [(DIFF, 1, True)]
+    found = write_targets("cd sub && patch -p2 < ../fix.diff; git apply --directory=lib -p0 x.diff")
+    assert [(d.file, d.strip, d.folder, d.from_top, d.directory) for d in found.diffs] == [
+        ("sub/../fix.diff", 2, "sub", False, ""), ("sub/x.diff", 0, "sub", True, "lib")]
+    assert write_targets("patch -i fix.diff").diffs[0].strip is None  # no -p: the name only
+    for writes_nothing in ("git apply --check x.diff", "git apply --cached x.diff", "git apply --stat x.diff"):
+        assert write_targets(writes_nothing).diffs == [] and not write_targets(writes_nothing).unknown
+    assert "given at run time" in write_targets("cat x.diff | git apply").unknown[0]

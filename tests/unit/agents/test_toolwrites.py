@@ -229,3 +229,26 @@ def test_gits_own_files_are_never_asked_for(tmp_path) -> None:
     event["tool_input"]["command"] = "rm -rf .git; echo x > .git/hooks/pre-commit; cd .git && touch config; cd ../sub && touch .git ok"
     toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
     assert asked == [["sub/ok"]]
+
+
+def test_the_files_a_diff_names_are_asked_for_and_a_fifo_is_not_read(tmp_path) -> None:
+    """``git apply fix.diff`` / ``patch -p1 < fix.diff`` were 'may rewrite any file':
+    the files they write were asked for only after the call.  A diff that is a FIFO is
+    not opened (the hook would wait for a writer forever)."""
+    import os
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "fix.diff").write_text("diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    os.mkfifo(tmp_path / "pipe.diff")
+
+    def shell(command: str, cwd=tmp_path):
+        return toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(cwd)})
+
+    assert shell("git apply fix.diff").paths == [str(tmp_path / "src" / "a.py")]
+    assert shell("git apply ../fix.diff", tmp_path / "sub").paths == [str(tmp_path / "src" / "a.py")]  # from the top
+    assert shell("patch -p1 < fix.diff && patch -d sub -p0 -i fix.diff").paths == [
+        str(tmp_path / "src" / "a.py"), str(tmp_path / "sub" / "a" / "src" / "a.py"), str(tmp_path / "sub" / "b" / "src" / "a.py")]
+    found = shell("git apply pipe.diff && git apply gone.diff")
+    assert found.paths == [] and [why.split(":")[0] for why in found.unknown] == [str(tmp_path / "pipe.diff"), str(tmp_path / "gone.diff")]
