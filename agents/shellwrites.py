@@ -40,7 +40,8 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
-  unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
+  unknowable, ``xargs``/``find -exec``, ``eval`` of text built at run time (its words are
+  read as a command: ``eval "rm x"``), git verbs that rewrite many files
   (``git checkout BRANCH``, ``reset --hard``, ``stash``, ...), archives extracted, a
   diff piped into ``patch``/``git apply``, a file ``wget``/``curl -O`` names after its URL,
   or text ``shlex``
@@ -588,6 +589,12 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
     if name == "popd":
         result.note("popd returns to a folder known only at run time")
         return None
+    if name == "eval" and depth < _MAX_DEPTH:
+        script = " ".join(rest)  # eval joins its words and runs them: read what it runs
+        if "$" in script or "`" in script:
+            result.note(_OPAQUE[name])
+        _read(script, is_dir, result, base, depth + 1)
+        return base
     if name in _OPAQUE:
         result.note(_OPAQUE[name])
         return base

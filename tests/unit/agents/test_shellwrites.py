@@ -115,6 +115,7 @@ CASES = [
     ("setsid -w tee x", ["x"]),
     ("if true; then rm x; fi", ["x"]),
     ('bash -c "rm -rf build"', ["build"]),
+    ("eval 'rm x' && eval sed -i s/a/b/ y", ["x", "y"]),  # eval runs its words joined
     ("sh -c 'cd src && touch y'", ["src/y"]),
     ("cat > f <<EOF\nrm q\nEOF\ntouch z", ["f", "z"]),
     ("cat <<'EOF' > f\nhello 'world\nEOF", ["f"]),
@@ -151,7 +152,7 @@ UNKNOWN = [
     ("git stash pop", "git stash"),
     ("find . -name '*.pyc' -delete", "find"),
     ("ls | xargs rm", "xargs"),
-    ("eval 'rm x'", "eval"),
+    ("eval \"rm $X\"", "eval"),
     ('echo "unterminated', "cannot be split"),
     ("cd $DIR && rm x", "run time"),
     ("cd && rm x", "home"),
