@@ -46,6 +46,9 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   diff piped into ``patch``/``git apply``, a file ``wget``/``curl -O`` names after its URL,
   or text ``shlex``
   cannot split (an unclosed quote).
+* ``find DIR ... -delete`` or ``-exec CMD {}`` where CMD writes the file found (``sed -i``,
+  ``rm``, a formatter): the files in DIR with its ``-name '*.ext'`` suffixes (else all)
+  are candidates, in ``formatted`` as a formatter's folder is.
 * ``git apply``/``git am`` and ``patch`` write the files their diff names: a
   here-document's text, or the diff file (``git apply fix.diff``, ``patch -p1 < fix.diff``,
   ``patch -i``), are handed on in ``diffs`` (``Diff``) for the caller to read
@@ -116,6 +119,7 @@ _GIT_MANY = frozenset(
 _GLOB_CHARS = frozenset("*?[")
 _MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
+_FOUND = "\ue001"  # find's {} while the command -exec runs is read
 _QUOTED_PAREN = "\ue000"  # a '(' of '$(' in single quotes while the text is read (a private-use character)
 _WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a comment
 
@@ -611,9 +615,62 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
         _shell(rest, base, is_dir, result, depth)
     elif name == "git":
         return _git(rest, base, is_dir, result, stdin)
-    elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for word in rest):
+    elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-okdir", "-fprint") for word in rest):
         result.note("find -exec/-delete acts on files found at run time")
+        _find(rest, base, is_dir, result, depth)
     return base
+
+
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_VALUES = frozenset({"-name", "-iname", "-path", "-ipath", "-wholename", "-regex", "-iregex", "-type", "-maxdepth", "-mindepth",
+                          "-newer", "-size", "-mtime", "-mmin", "-atime", "-ctime", "-user", "-group", "-perm", "-fprint", "-fprintf",
+                          "-printf", "-fls", "-used", "-samefile", "-links", "-inum", "-xtype", "-fstype", "-context"})
+
+
+def _find(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> None:
+    """find DIR... -delete, or -exec a writing command on ``{}``: the files under DIR (with
+    the suffixes of its ``-name '*.py'`` tests, else all) may be written; they are handed
+    on as candidates (``formatted``), checked against other agents' claims, not claimed.
+    What the command writes besides ``{}`` is read as any command's."""
+    starts: list[str] = []
+    index = 0
+    while index < len(args) and not args[index].startswith("-") and args[index] not in ("(", "!", ","):
+        starts.append(args[index])
+        index += 1
+    names: list[str] = []
+    writes = False
+    while index < len(args):
+        word = args[index]
+        if word in _FIND_EXEC:
+            end = next((i for i in range(index + 1, len(args)) if args[i] in (";", "+")), len(args))
+            command = args[index + 1 : end]
+            probe = ShellWrites(braced=result.braced)
+            _command([w.replace("{}", _FOUND) for w in command], base, is_dir, probe, depth + 1) if command and depth < _MAX_DEPTH else None
+            found_file = _join(base, _FOUND)  # the command writes the file found itself (sed -i {}, rm {})
+            writes = writes or found_file in probe.targets or bool(probe.unknown)
+            for path in probe.targets:
+                if _FOUND not in path:
+                    _add(path, base, result)
+            index = end + 1
+            continue
+        if word == "-delete":
+            writes = True
+        elif word in ("-name", "-iname") and index + 1 < len(args):
+            names.append(args[index + 1])
+        if word in _FIND_VALUES:
+            index += 1
+        index += 1
+    if not writes:
+        return
+    suffixes = tuple(name[1:] for name in names if name.startswith("*") and not _GLOB_CHARS & set(name[1:]) and name[1:])
+    if len(suffixes) != len(names) or not suffixes:
+        suffixes = ("",)  # a test we do not read (or none): any file there
+    for start in starts or ["."]:
+        joined = _join(base, start)
+        if joined is None or "$" in start or "`" in start or _GLOB_CHARS & set(start):
+            result.note(f"find starts at {start!r}, known only at run time")
+        else:
+            result.formatted.append((posixpath.normpath(joined), suffixes))
 
 
 def _formatted(found: FormatterWrites, base: str | None, result: ShellWrites) -> None:

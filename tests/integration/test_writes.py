@@ -167,6 +167,20 @@ def test_a_diff_applied_to_a_held_file_is_refused_before_it_is_applied(repo, coo
     assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
 
 
+def test_find_rewriting_the_files_it_finds_is_refused_while_one_of_them_is_held(repo, coordinator):
+    """``find src -name '*.py' -exec sed -i ... {} +`` rewrote a held file before anyone
+    was asked: the files it may write (git's, with the -name suffix) are now checked."""
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    event["tool_input"]["command"] = "find src -name '*.py' -exec sed -i s/hi/bye/ {} +"
+    answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+    decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+    assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], answer.stdout
+    event["tool_input"]["command"] = "find src -name '*.md' -delete"  # none of alice's files
+    assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
+
+
 def test_a_symlink_and_a_file_named_like_a_glob_are_asked_for_as_themselves(repo, coordinator):
     """``rm 'src/[ab].py'`` writes the file named so (it was asked as src/a.py, which the
     glob matches); a symbolic link is a file of its own (a link to a folder was asked as

@@ -324,3 +324,18 @@ def test_a_diff_applied_is_handed_to_the_caller() -> None:
     for writes_nothing in ("git apply --check x.diff", "git apply --cached x.diff", "git apply --stat x.diff"):
         assert write_targets(writes_nothing).diffs == [] and not write_targets(writes_nothing).unknown
     assert "given at run time" in write_targets("cat x.diff | git apply").unknown[0]
+
+
+@pytest.mark.parametrize(("command", "formatted"), [
+    ("find src -name '*.py' -exec sed -i 's/a/b/' {} +", [("src", (".py",))]),
+    ("find src tests -name '*.py' -o -name '*.pyi' -delete", [("src", (".py", ".pyi")), ("tests", (".py", ".pyi"))]),
+    ("cd app && find . -name 'x[0-9].py' -exec rm {} \\;", [("app", ("",))]),  # a test not read: any file
+    ("find src -type f -exec grep -l x {} +", []),  # reads only
+    ("find src -exec cp {} /tmp/backup/ \\;", []),  # writes elsewhere, not the files found
+])
+def test_find_writing_the_files_it_finds_names_their_folders(command, formatted) -> None:
+    """find -delete / -exec sed -i {} were only 'unknown': a held file under the folder
+    was rewritten before anyone was asked.  The folders (with the -name suffixes) are
+    now candidates, checked against other agents' claims."""
+    found = write_targets(command)
+    assert found.formatted == formatted and any("find" in why for why in found.unknown)
