@@ -48,7 +48,9 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   cannot split (an unclosed quote).
 * ``find DIR ... -delete`` or ``-exec CMD {}`` where CMD writes the file found (``sed -i``,
   ``rm``, a formatter): the files in DIR with its ``-name '*.ext'`` suffixes (else all)
-  are candidates, in ``formatted`` as a formatter's folder is.
+  are candidates, in ``formatted`` as a formatter's folder is; so are the folders of
+  ``grep -rl``/``rg -l``/``git grep -l``/``find``/``git ls-files`` piped into ``xargs``
+  running such a command (``grep -rl x src | xargs sed -i s/x/y/``).
 * ``git apply``/``git am`` and ``patch`` write the files their diff names: a
   here-document's text, or the diff file (``git apply fix.diff``, ``patch -p1 < fix.diff``,
   ``patch -i``), are handed on in ``diffs`` (``Diff``) for the caller to read
@@ -131,6 +133,7 @@ class Stdin:
 
     file: str | None = None
     text: str | None = None
+    words: list[str] | None = None  # the command piping into it
 
 
 @dataclass
@@ -235,11 +238,14 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
     words: list[str] = []
     redirects: list[str] = []
     stdin: list[Stdin] = []  # what the simple command reads: '< FILE' or a here-document's body
+    piped: list[list[str]] = []  # the words of the command piping into this one ('grep -rl x src | xargs ...')
     index = 0
 
-    def finish() -> None:
+    def finish(separator: str = "") -> None:
         if words or redirects:
-            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth, stdin[-1] if stdin else None)
+            reading = Stdin(words=piped[-1]) if piped and not stdin else (stdin[-1] if stdin else None)
+            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth, reading)
+        piped[:] = [_unmarked(words)] if separator == "|" else []
         words.clear()
         redirects.clear()
         stdin.clear()
@@ -247,7 +253,7 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
     while index < len(tokens):
         token = tokens[index]
         if token in _SEPARATORS:
-            finish()
+            finish(token)
         elif token in ("(", "<(", ">("):
             finish()
             if token != "(":
@@ -601,6 +607,8 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
         return base
     if name in _OPAQUE:
         result.note(_OPAQUE[name])
+        if name == "xargs":
+            _xargs(rest, base, is_dir, result, depth, stdin)
         return base
     formatter = formatter_writes(args, lambda operand: (joined := _join(base, operand)) is not None and is_dir(joined))
     if formatter is not None:
@@ -619,6 +627,84 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
         result.note("find -exec/-delete acts on files found at run time")
         _find(rest, base, is_dir, result, depth)
     return base
+
+
+def _writes_found(command: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, append: bool) -> bool:
+    """Whether ``command`` (``_FOUND`` standing for a file found at run time, or appended
+    when ``append``) writes that file (``sed -i``, ``rm``, a formatter); what it writes
+    besides is added to ``result``."""
+    if not command or depth >= _MAX_DEPTH:
+        return False
+    probe = ShellWrites(braced=result.braced)
+    _command(command + [_FOUND] if append else command, base, is_dir, probe, depth + 1)
+    for path in probe.targets:
+        if _FOUND not in path:
+            _add(path, base, result)
+    return _join(base, _FOUND) in probe.targets or bool(probe.unknown)
+
+
+def _xargs(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, stdin: Stdin | None) -> None:
+    """``grep -rl x src | xargs sed -i ...``: the files xargs hands on come from the
+    command before it; when that lists files under folders (``grep -r``/``rg``/``git grep``,
+    ``find``, ``git ls-files``, ``ls``), those folders' files are candidates, as for find."""
+    index = 0
+    replace = None
+    while index < len(args) and args[index].startswith("-") and args[index] != "--":
+        option = args[index]
+        if option in ("-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file") and index + 1 < len(args):
+            if option == "-I":
+                replace = args[index + 1]
+            index += 1
+        elif option.startswith("-I") and len(option) > 2:
+            replace = option[2:]
+        elif option.startswith("--replace"):
+            replace = option.partition("=")[2] or "{}"
+        elif option == "-i":
+            replace = "{}"
+        index += 1
+    if index < len(args) and args[index] == "--":
+        index += 1
+    command = args[index:] or ["echo"]
+    if replace is not None:
+        command = [word.replace(replace, _FOUND) for word in command]
+    if not _writes_found(command, base, is_dir, result, depth, append=replace is None):
+        return
+    folders = _listed_folders(stdin.words if stdin is not None and stdin.words else [])
+    if folders is None:
+        return  # files from somewhere unknown: the after-call comparison sees them
+    folder_paths, suffixes = folders
+    for folder in folder_paths:
+        joined = _join(base, folder)
+        if joined is None or "$" in folder or "`" in folder or _GLOB_CHARS & set(folder):
+            result.note(f"xargs writes files listed from {folder!r}, known only at run time")
+        else:
+            result.formatted.append((posixpath.normpath(joined), suffixes))
+
+
+def _listed_folders(words: list[str]) -> tuple[list[str], tuple[str, ...]] | None:
+    """The folders (and name suffixes) under which the command ``words`` lists files, if it
+    is one that lists files; None otherwise."""
+    if not words:
+        return None
+    name, rest = posixpath.basename(words[0]), words[1:]
+    if name == "git" and rest[:1] in (["grep"], ["ls-files"]):
+        name, rest = f"git {rest[0]}", rest[1:]
+    operands = [word for word in rest if not word.startswith("-")]
+    globs = [word.partition("=")[2] for word in rest if word.startswith(("--include=", "--glob=", "-g"))]
+    if name in ("grep", "egrep", "rg", "ag", "git grep"):
+        if not any(flag in word for word in rest if word.startswith("-") and not word.startswith("--") for flag in "lL") \
+                and not {"--files-with-matches", "--files-without-match", "--files"} & set(rest):
+            return None  # it prints lines, not file names
+        operands = operands[1:] if not any(word in ("-e", "-f", "--regexp", "--file", "--files") for word in rest) else operands
+    elif name == "find":
+        operands = [word for word in rest[: next((i for i, w in enumerate(rest) if w.startswith("-") or w in ("(", "!")), len(rest))]]
+        globs += [rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("-name", "-iname")]
+    elif name not in ("git ls-files", "ls", "fd", "fdfind"):
+        return None
+    suffixes = tuple(glob[1:] for glob in globs if glob.startswith("*") and glob[1:] and not _GLOB_CHARS & set(glob[1:]))
+    if not suffixes or len(suffixes) != len(globs):
+        suffixes = ("",)
+    return operands or ["."], suffixes
 
 
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
@@ -643,14 +729,8 @@ def _find(args: list[str], base: str | None, is_dir, result: ShellWrites, depth:
         word = args[index]
         if word in _FIND_EXEC:
             end = next((i for i in range(index + 1, len(args)) if args[i] in (";", "+")), len(args))
-            command = args[index + 1 : end]
-            probe = ShellWrites(braced=result.braced)
-            _command([w.replace("{}", _FOUND) for w in command], base, is_dir, probe, depth + 1) if command and depth < _MAX_DEPTH else None
-            found_file = _join(base, _FOUND)  # the command writes the file found itself (sed -i {}, rm {})
-            writes = writes or found_file in probe.targets or bool(probe.unknown)
-            for path in probe.targets:
-                if _FOUND not in path:
-                    _add(path, base, result)
+            command = [word.replace("{}", _FOUND) for word in args[index + 1 : end]]
+            writes = _writes_found(command, base, is_dir, result, depth, append=False) or writes
             index = end + 1
             continue
         if word == "-delete":

@@ -167,16 +167,18 @@ def test_a_diff_applied_to_a_held_file_is_refused_before_it_is_applied(repo, coo
     assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
 
 
-def test_find_rewriting_the_files_it_finds_is_refused_while_one_of_them_is_held(repo, coordinator):
-    """``find src -name '*.py' -exec sed -i ... {} +`` rewrote a held file before anyone
-    was asked: the files it may write (git's, with the -name suffix) are now checked."""
+def test_find_or_xargs_rewriting_the_files_found_is_refused_while_one_of_them_is_held(repo, coordinator):
+    """``find src -name '*.py' -exec sed -i ... {} +`` and ``grep -rl x src | xargs sed
+    -i ...`` rewrote a held file before anyone was asked: the files they may write (git's,
+    under the folders searched, with the -name suffix) are now checked."""
     coordinator(*FAST)
     assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
     event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
-    event["tool_input"]["command"] = "find src -name '*.py' -exec sed -i s/hi/bye/ {} +"
-    answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
-    decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
-    assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], answer.stdout
+    for command in ("find src -name '*.py' -exec sed -i s/hi/bye/ {} +", "grep -rl hi src | xargs sed -i s/hi/bye/"):
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], (command, answer.stdout)
     event["tool_input"]["command"] = "find src -name '*.md' -delete"  # none of alice's files
     assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
 

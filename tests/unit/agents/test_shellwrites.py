@@ -339,3 +339,20 @@ def test_find_writing_the_files_it_finds_names_their_folders(command, formatted)
     now candidates, checked against other agents' claims."""
     found = write_targets(command)
     assert found.formatted == formatted and any("find" in why for why in found.unknown)
+
+
+@pytest.mark.parametrize(("command", "formatted"), [
+    ("grep -rl foo src | xargs sed -i 's/foo/bar/g'", [("src", ("",))]),
+    ("rg -l foo src tests | xargs perl -pi -e s/a/b/", [("src", ("",)), ("tests", ("",))]),
+    ("grep -rl --include='*.py' foo . | xargs -0 -n 1 sed -i s/a/b/", [(".", (".py",))]),
+    ("git ls-files src | xargs -I{} sed -i s/a/b/ {}", [("src", ("",))]),
+    ("cd app && find . -name '*.ts' | xargs rm", [("app", (".ts",))]),
+    ("grep -r foo src | xargs sed -i s/a/b/", []),  # lines, not file names
+    ("grep -rl foo src | xargs grep bar", []),  # reads only
+    ("cat list | xargs rm", []),  # from a file: unknown, left to the after-call comparison
+])
+def test_xargs_writing_files_another_command_lists_names_their_folders(command, formatted) -> None:
+    """``grep -rl x src | xargs sed -i ...`` rewrote a held file before anyone was asked
+    ('xargs' was only unknown): the folders the listing command searches are candidates."""
+    found = write_targets(command)
+    assert found.formatted == formatted and any("xargs" in why for why in found.unknown)
