@@ -65,6 +65,7 @@ MCP_FILE_TOOLS = {"write_file": ("path",), "edit_file": ("path",), "create_file"
 MCP_FILE_MATCHER = "mcp__.*__(write_file|edit_file|create_file|move_file)"  # for the hooks' settings
 GEMINI_MCP_FILE_MATCHER = "edit_file|create_file|move_file|.*__(write_file|edit_file|create_file|move_file)"
 MAX_GLOB_MATCHES = 1000
+MAX_LISTED_FOLDERS = 50  # folders whose files git lists for one call (formatters, find, xargs)
 
 
 class Targets(NamedTuple):
@@ -210,6 +211,13 @@ def _formatted_files(formatted: list[tuple[str, tuple[str, ...]]], here: str, un
     import subprocess
 
     files: list[str] = []
+    by_folder: dict[str, tuple[str, ...]] = {}  # `black src; black src`: one listing, the suffixes together
+    for folder, suffixes in formatted:
+        by_folder[folder] = tuple(dict.fromkeys(by_folder.get(folder, ()) + tuple(suffixes)))
+    formatted = list(by_folder.items())
+    if len(formatted) > MAX_LISTED_FOLDERS:  # each folder costs a git run: a long command of them is bounded
+        unknown.append(f"more than {MAX_LISTED_FOLDERS} folders whose files this call may rewrite: past them, checked after the call")
+        formatted = formatted[:MAX_LISTED_FOLDERS]
     for folder, suffixes in formatted:
         path = os.path.join(here, folder)
         if not os.path.isdir(path):

@@ -252,3 +252,25 @@ def test_the_files_a_diff_names_are_asked_for_and_a_fifo_is_not_read(tmp_path) -
         str(tmp_path / "src" / "a.py"), str(tmp_path / "sub" / "a" / "src" / "a.py"), str(tmp_path / "sub" / "b" / "src" / "a.py")]
     found = shell("git apply pipe.diff && git apply gone.diff")
     assert found.paths == [] and [why.split(":")[0] for why in found.unknown] == [str(tmp_path / "pipe.diff"), str(tmp_path / "gone.diff")]
+
+
+def test_the_folders_a_call_may_rewrite_are_listed_once_each_and_boundedly(tmp_path) -> None:
+    """``black src;`` repeated listed src with git once per repeat (a 100,000-character
+    command of them held the hook for over half a minute); now each folder is listed
+    once, and past ``MAX_LISTED_FOLDERS`` folders the rest is left to the after-call
+    comparison."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for index in range(toolwrites.MAX_LISTED_FOLDERS + 5):
+        (tmp_path / f"d{index}").mkdir()
+        (tmp_path / f"d{index}" / "a.py").write_text("x")
+
+    def shell(command: str):
+        return toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
+
+    assert shell("black d0; black d0 && find d0 -name '*.py' -delete").maybe == [str(tmp_path / "d0" / "a.py")]
+    folders = " ".join(f"d{index}" for index in range(toolwrites.MAX_LISTED_FOLDERS + 5))
+    found = shell(f"black {folders}")
+    assert len(found.maybe) == toolwrites.MAX_LISTED_FOLDERS
+    assert found.unknown == [f"more than {toolwrites.MAX_LISTED_FOLDERS} folders whose files this call may rewrite: past them, checked after the call"]
