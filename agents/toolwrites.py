@@ -178,7 +178,11 @@ def _diffed_files(diffs: list, here: str, unknown: list[str]) -> list[str]:
     from agents.diffs import MAX_DIFF_CHARS, diff_paths
 
     files: list[str] = []
-    for diff in diffs:
+    unique = list({(d.text, d.file, d.strip, d.folder, d.from_top, d.directory): d for d in diffs}.values())
+    if len(unique) > MAX_LISTED_FOLDERS:  # each is a file read: a long command of them is bounded
+        unknown.append(f"more than {MAX_LISTED_FOLDERS} diffs in this call: past them, checked after the call")
+        unique = unique[:MAX_LISTED_FOLDERS]
+    for diff in unique:
         text = diff.text
         if text is None:
             from protocol.files import read_regular
@@ -195,7 +199,7 @@ def _diffed_files(diffs: list, here: str, unknown: list[str]) -> list[str]:
 
             place = locate(root)
             root = str(place.worktree) if place.in_git else root
-        files += [os.path.join(root, diff.directory, name) for name in diff_paths(text, diff.strip)]
+        files = list(dict.fromkeys(files + [os.path.join(root, diff.directory, name) for name in diff_paths(text, diff.strip)]))
         if len(files) > MAX_GLOB_MATCHES:
             unknown.append(f"more than {MAX_GLOB_MATCHES} files in the diffs of this call: checked after the call")
             return files[:MAX_GLOB_MATCHES]

@@ -274,3 +274,16 @@ def test_the_folders_a_call_may_rewrite_are_listed_once_each_and_boundedly(tmp_p
     found = shell(f"black {folders}")
     assert len(found.maybe) == toolwrites.MAX_LISTED_FOLDERS
     assert found.unknown == [f"more than {toolwrites.MAX_LISTED_FOLDERS} folders whose files this call may rewrite: past them, checked after the call"]
+
+
+def test_the_diffs_of_a_call_are_read_once_each_and_boundedly(tmp_path) -> None:
+    """``git apply fix.diff;`` repeated read the diff once per repeat, and its one file
+    counted again each time until 'more than 1000 files' gave up on the call."""
+    (tmp_path / "fix.diff").write_text("--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "patch -p1 < fix.diff;" * 2000}, "cwd": str(tmp_path)})
+    assert found.paths == [str(tmp_path / "src" / "a.py")] and found.unknown == []
+    for index in range(toolwrites.MAX_LISTED_FOLDERS + 1):
+        (tmp_path / f"{index}.diff").write_text(f"--- a/f{index}\n+++ b/f{index}\n")
+    command = ";".join(f"patch -p1 -i {index}.diff" for index in range(toolwrites.MAX_LISTED_FOLDERS + 1))
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
+    assert len(found.paths) == toolwrites.MAX_LISTED_FOLDERS and "more than" in found.unknown[0]
