@@ -489,6 +489,11 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
             return None  # outside the repository (or a name no repository file can have)
         if ".git" in pattern.split("/"):
             return None  # git's own files (.git/config, a worktree's .git file): no content of the repository
+        if pattern == "**" or pattern.endswith("/"):
+            # A folder: its files were listed (``_folders_as_files``) or said to be too many;
+            # one that does not exist (`rm -rf build/`, `mkdir -p new/`) holds none.  Asked
+            # for, it made the coordinator refuse the whole intent, held files and all.
+            return None
         check_own_worktree(path, pattern, root, places[0])
         # A name with a control character is refused by the coordinator: asking for it
         # would leave the call's other files uncoordinated too.

@@ -137,6 +137,7 @@ def test_shell_command_lines_agents_write_with_are_refused_before_they_write_a_h
         "env -C src touch app.py",  # env -C runs touch in src
         "git checkout main src/app.py",  # a commit then a file, without '--'
         "cat <<E\\OF > /dev/null\nx\nEOF\ntruncate -s 0 src/app.py",  # the document ends at EOF
+        "rm -rf build/ && mkdir -p out/ && echo x > src/app.py",  # a folder that is not there holds no file
         f"echo x > /dev/..{repo.other / 'src' / 'app.py'}",  # not a device once normalised
     ]
     for command in commands:
