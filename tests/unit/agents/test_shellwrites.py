@@ -356,3 +356,15 @@ def test_xargs_writing_files_another_command_lists_names_their_folders(command, 
     ('xargs' was only unknown): the folders the listing command searches are candidates."""
     found = write_targets(command)
     assert found.formatted == formatted and any("xargs" in why for why in found.unknown)
+
+
+SHELL_PIECES = ["$(", ")", "`", "'", '"', "\\", "<<", "<<-", "EOF", "\n", "#", "{", "}", ",", "..", "*", "[", " ", ";", "|", "&&", ">",
+                "<", "2>&1", "cd ", "sed -i ", "git apply ", "patch -p1 ", "xargs ", "find . -exec ", "{}", " +", "eval ", "env -C ",
+                "timeout -s ", "bash -c ", "a", "b/", "-", "--", "$x", "\0"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(SHELL_PIECES), max_size=60))
+def test_never_raises_on_shell_like_text(pieces: list[str]) -> None:
+    found = write_targets("".join(pieces))
+    assert all(isinstance(p, str) for p in found.targets + found.globs)
