@@ -1290,6 +1290,10 @@ def _git_apply(verb: str, args: list[str], base: str | None, result: ShellWrites
 def _diff(source: Stdin | None, strip: int | None, base: str | None, folder: str, from_top: bool, directory: str,
           result: ShellWrites, tool: str) -> None:
     """Hand the diff ``source`` gives to the caller (``ShellWrites.diffs``)."""
+    if source is not None and source.words and posixpath.basename(source.words[0]) == "cat":
+        files = [word for word in source.words[1:] if not word.startswith("-")]
+        if len(files) == 1:
+            source = Stdin(file=files[0])  # cat fix.diff | patch -p1
     if source is None or (source.file is None and source.text is None):
         result.note(f"{tool} writes the files its diff names (given at run time)")
         return

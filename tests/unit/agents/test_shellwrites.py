@@ -323,7 +323,8 @@ def test_a_diff_applied_is_handed_to_the_caller() -> None:
     assert write_targets("patch -i fix.diff").diffs[0].strip is None  # no -p: the name only
     for writes_nothing in ("git apply --check x.diff", "git apply --cached x.diff", "git apply --stat x.diff"):
         assert write_targets(writes_nothing).diffs == [] and not write_targets(writes_nothing).unknown
-    assert "given at run time" in write_targets("cat x.diff | git apply").unknown[0]
+    assert "given at run time" in write_targets("curl -s https://x/y.diff | git apply").unknown[0]
+    assert [d.file for d in write_targets("cat fix.diff | patch -p1").diffs] == ["fix.diff"]
 
 
 @pytest.mark.parametrize(("command", "formatted"), [
