@@ -65,6 +65,7 @@ MCP_FILE_TOOLS = {"write_file": ("path",), "edit_file": ("path",), "create_file"
 MCP_FILE_MATCHER = "mcp__.*__(write_file|edit_file|create_file|move_file)"  # for the hooks' settings
 GEMINI_MCP_FILE_MATCHER = "edit_file|create_file|move_file|.*__(write_file|edit_file|create_file|move_file)"
 MAX_GLOB_MATCHES = 1000
+INTENT_BYTES = 192 * 1024  # the files one intent names, in bytes: under the message cap (protocol.messages)
 MAX_LISTED_FOLDERS = 50  # folders whose files git lists for one call (formatters, find, xargs)
 
 
@@ -311,6 +312,7 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
         return deny(client, f"lockstep: {exc}")
     if not patterns and not maybe:
         return Answer(0, "{}")
+    patterns, maybe = _within_one_message(patterns, maybe)
     verdict, reason, *more = decide(patterns, maybe)
     context = more[0] if more else ""  # the agent's messages and tasks not shown yet
     if verdict == "block":
@@ -320,6 +322,21 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     if context:
         return warn(client, context, CLIENT_EVENTS[client])
     return Answer(0, "{}")
+
+
+def _within_one_message(patterns: list[str], maybe: list[str]) -> tuple[list[str], list[str]]:
+    """As many of the files as one intent carries (``INTENT_BYTES``), the files written
+    first: an intent past the message cap was refused whole, so a call naming many long
+    names went unasked, held files and all.  What is left out is checked after the call."""
+    budget = INTENT_BYTES
+    kept: tuple[list[str], list[str]] = ([], [])
+    for listed, into in ((patterns, kept[0]), (maybe, kept[1])):
+        for pattern in listed:
+            budget -= len(pattern.encode("utf-8", "surrogateescape")) + 8  # its bytes and the framing around it
+            if budget < 0:
+                return kept
+            into.append(pattern)
+    return kept
 
 
 def agent_for(client: str, event: dict) -> str:

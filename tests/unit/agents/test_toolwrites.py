@@ -287,3 +287,26 @@ def test_the_diffs_of_a_call_are_read_once_each_and_boundedly(tmp_path) -> None:
     command = ";".join(f"patch -p1 -i {index}.diff" for index in range(toolwrites.MAX_LISTED_FOLDERS + 1))
     found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
     assert len(found.paths) == toolwrites.MAX_LISTED_FOLDERS and "more than" in found.unknown[0]
+
+
+def test_a_call_naming_more_than_one_intent_carries_asks_for_the_first_files_not_none(tmp_path) -> None:
+    """Four hundred names of 800 characters made an intent past the message cap,
+    refused whole: the call went unasked, its other (held) files too.  Now the intent
+    carries the files it can, those written first."""
+    import subprocess
+
+    from protocol import messages
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    long_names = "/".join(letter * 200 for letter in "xyzw") + "/{100..499}"  # braces: 400 names of 800 bytes
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path),
+             "tool_input": {"command": f"echo x > held.py; touch {long_names}"}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked[0][0] == "held.py" and sum(len(p.encode()) for p in asked[0]) < messages.MAX_MESSAGE_BYTES - 16 * 1024
+    assert len(asked[0]) > 100
