@@ -740,8 +740,8 @@ def _find(args: list[str], base: str | None, is_dir, result: ShellWrites, depth:
         if word in _FIND_VALUES:
             index += 1
         index += 1
-    if not writes:
-        return
+    if not writes or any(word == "-type" and kind == "d" for word, kind in zip(args, args[1:])):
+        return  # -type d: folders only (find . -type d -empty -delete), no file's content
     suffixes = tuple(name[1:] for name in names if name.startswith("*") and not _GLOB_CHARS & set(name[1:]) and name[1:])
     if len(suffixes) != len(names) or not suffixes:
         suffixes = ("",)  # a test we do not read (or none): any file there

@@ -333,6 +333,7 @@ def test_a_diff_applied_is_handed_to_the_caller() -> None:
     ("cd app && find . -name 'x[0-9].py' -exec rm {} \\;", [("app", ("",))]),  # a test not read: any file
     ("find src -type f -exec grep -l x {} +", []),  # reads only
     ("find src -exec cp {} /tmp/backup/ \\;", []),  # writes elsewhere, not the files found
+    ("find . -type d -empty -delete", []),  # folders only
 ])
 def test_find_writing_the_files_it_finds_names_their_folders(command, formatted) -> None:
     """find -delete / -exec sed -i {} were only 'unknown': a held file under the folder
