@@ -188,6 +188,8 @@ def write_intent(agent: str, path: str, cwd: str, endpoint: str | None = None) -
         target, root = located(path, place, cwd, literal=True)
     except PeerError:
         return "allow", "outside the repository", ""
+    if ".git" in target.split("/"):
+        return "allow", "git's own file, not the repository's content", ""
     try:
         check_own_worktree(path, target, root, place)
     except WriteElsewhere as exc:

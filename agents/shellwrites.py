@@ -25,18 +25,36 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   relative paths of the commands after it.
 * In each simple command: redirections ``> >> >| &> &>> <>`` (with any fd number) name
   targets; ``N>&M`` duplicates descriptors and names none.  Leading ``VAR=value`` words
-  and the wrappers ``sudo env nice nohup time command exec`` are skipped.  Known writers
+  and the wrappers (``sudo doas env nice nohup time timeout stdbuf ionice setsid command
+  exec``, with their options' values: ``timeout -s KILL 5``) are skipped; ``env -C DIR``
+  and ``sudo -D DIR`` run the command in DIR, ``env -S TEXT`` splits TEXT into words,
+  ``time -o FILE`` writes FILE.  Known writers
   (``tee``, ``sed -i``, ``perl -i``, ``cp``, ``mv``, ``rm``, ``touch``, ``mkdir``,
   ``truncate``, ``ln``, ``install``, ``dd of=``, ``chmod``; ``git checkout -- P``,
-  ``git restore``, ``git mv``, ``git rm``) name their targets; ``bash -c SCRIPT`` and
-  ``sh -c`` are read recursively (to a fixed depth).  A target git only puts back (``git
+  ``git restore``, ``git mv``, ``git rm``; the output options of ``curl -o``, ``wget -O``,
+  ``sort -o``, ``iconv -o``, ``patch -o``; ``uniq IN OUT``, ``sponge``, ``rsync``,
+  ``gzip``/``gunzip`` and kin, ``tar -c -f``, ``gawk -i inplace``) name their targets; ``bash -c SCRIPT`` and
+  ``sh -c`` are read recursively (to a fixed depth), as are the commands of ``$(...)``
+  and backquotes, quoted or not (not in single quotes: there they are text).  A target git only puts back (``git
   checkout [HEAD] -- P``, ``git restore [--source HEAD] P``) is also listed in
   ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
-  unknowable, ``xargs``/``find -exec``/``eval``, git verbs that rewrite many files
-  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ``apply``, ...), or text ``shlex``
+  unknowable, ``xargs``/``find -exec``, ``eval`` of text built at run time (its words are
+  read as a command: ``eval "rm x"``), git verbs that rewrite many files
+  (``git checkout BRANCH``, ``reset --hard``, ``stash``, ...), archives extracted, a
+  diff piped into ``patch``/``git apply``, a file ``wget``/``curl -O`` names after its URL,
+  or text ``shlex``
   cannot split (an unclosed quote).
+* ``find DIR ... -delete`` or ``-exec CMD {}`` where CMD writes the file found (``sed -i``,
+  ``rm``, a formatter): the files in DIR with its ``-name '*.ext'`` suffixes (else all)
+  are candidates, in ``formatted`` as a formatter's folder is; so are the folders of
+  ``grep -rl``/``rg -l``/``git grep -l``/``find``/``git ls-files`` piped into ``xargs``
+  running such a command (``grep -rl x src | xargs sed -i s/x/y/``).
+* ``git apply``/``git am`` and ``patch`` write the files their diff names: a
+  here-document's text, or the diff file (``git apply fix.diff``, ``patch -p1 < fix.diff``,
+  ``patch -i``), are handed on in ``diffs`` (``Diff``) for the caller to read
+  (``agents.diffs``).
 * A target with a brace expression (``src/{a,b}.py``, ``f{1..3}``) is the names bash
   expands it to (``agents.braces``), up to ``_MAX_BRACE_NAMES`` for the whole command;
   past that it is ``unknown``.
@@ -56,7 +74,6 @@ resolved): the caller resolves them against the command's working directory.
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Callable
@@ -73,7 +90,21 @@ _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _READ_REDIRECTS = frozenset({"<", "<<<"})
 _HEREDOCS = frozenset({"<<", "<<-"})
 _DUP_REDIRECTS = frozenset({">&", "<&"})
-_WRAPPERS = frozenset({"sudo", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "ionice", "timeout"})
+_WRAPPERS = frozenset({"sudo", "doas", "nice", "nohup", "time", "command", "exec", "builtin", "stdbuf", "ionice", "timeout", "setsid", "env"})
+# A wrapper's options that take a value word (``timeout -s KILL 5 cmd``): the value is not
+# the command.  Values glued on (``-sKILL``, ``--signal=KILL``) are one word anyway.
+_WRAPPER_VALUES = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U", "-r", "-t", "-T", "--user", "--group", "--chdir", "--host",
+                       "--prompt", "--other-user", "--role", "--type", "--command-timeout", "--close-from"}),
+    "doas": frozenset({"-u", "-C"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata", "--pid", "--pgid", "--uid"}),
+    "timeout": frozenset({"-k", "-s", "--kill-after", "--signal"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "exec": frozenset({"-a"}),
+    "time": frozenset({"-o", "-f", "--output", "--format"}),
+}
 # Words that start a compound command's part; the real command follows them.
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "fi", "done", "esac"})
 _NOT_COMMANDS = frozenset({"for", "case", "select", "function", "in"})
@@ -90,8 +121,35 @@ _GIT_MANY = frozenset(
 _GLOB_CHARS = frozenset("*?[")
 _MAX_BRACE_NAMES = 1000  # names one command's brace expressions may give (agents/braces.py)
 _OPERATOR_CHARS = frozenset(";&|<>()\n")
-# '<<' not part of '<<<', an optional '-', then the delimiter word, maybe quoted.
-_HEREDOC = re.compile(r"<<(-?)\s*[\'\"]?([A-Za-z0-9_.-]+)[\'\"]?")
+_FOUND = "\ue001"  # find's {} while the command -exec runs is read
+_QUOTED_PAREN = "\ue000"  # a '(' of '$(' in single quotes while the text is read (a private-use character)
+_WORD_ENDS = frozenset(" \t\r\n;&|<>()")  # a '#' after one of these starts a comment
+
+
+@dataclass
+class Stdin:
+    """What a command reads on its standard input: a file (``< FILE``, as written) or a
+    here-document's text."""
+
+    file: str | None = None
+    text: str | None = None
+    words: list[str] | None = None  # the command piping into it
+
+
+@dataclass
+class Diff:
+    """A diff ``git apply`` or ``patch`` applies: its ``text`` (a here-document) or its
+    ``file`` (joined onto the command's folder, for the caller to read), with ``-pN``
+    (``strip``; None: patch's rule, the name only).  The files it names are relative to
+    ``folder`` (the command's, or for ``git apply`` the worktree's top: ``from_top``),
+    below ``directory`` (``git apply --directory``)."""
+
+    strip: int | None
+    folder: str
+    from_top: bool = False
+    directory: str = ""
+    text: str | None = None
+    file: str | None = None
 
 
 @dataclass
@@ -109,6 +167,8 @@ class ShellWrites:
     # Folders a formatter or fixer rewrites files of (``ruff format src``), with the
     # suffixes it formats (``agents.formatters``): the caller lists the candidates.
     formatted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    # Diffs applied (``git apply``, ``patch``): the caller reads the files they name.
+    diffs: list[Diff] = field(default_factory=list)
     braced: int = 0  # names brace expressions gave so far (all of a command's words share one bound)
 
     def note(self, reason: str) -> None:
@@ -145,7 +205,8 @@ _OPERATORS = sorted(
 
 
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
+    lexer = shlex.shlex(_backquotes_as_dollar(_cut_comments(command)), posix=True, punctuation_chars=";&|<>()\n")
+    lexer.commenters = ""  # shlex starts a comment at any '#', even inside a word: cut above
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     tokens: list[str] = []
@@ -167,26 +228,32 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
     if len(command) > MAX_COMMAND_CHARS:
         result.note(f"the command is longer than {MAX_COMMAND_CHARS} characters")
         return
+    command, bodies = _cut_heredocs(command)
     try:
-        tokens = _tokens(_cut_heredocs(command))
+        tokens = _tokens(command)
     except ValueError as exc:  # an unclosed quote or a trailing backslash
         result.note(f"the shell text cannot be split ({exc})")
         return
     bases: list[str | None] = [base]
     words: list[str] = []
     redirects: list[str] = []
+    stdin: list[Stdin] = []  # what the simple command reads: '< FILE' or a here-document's body
+    piped: list[list[str]] = []  # the words of the command piping into this one ('grep -rl x src | xargs ...')
     index = 0
 
-    def finish() -> None:
+    def finish(separator: str = "") -> None:
         if words or redirects:
-            bases[-1] = _simple_command(words, redirects, bases[-1], is_dir, result, depth)
+            reading = Stdin(words=piped[-1]) if piped and not stdin else (stdin[-1] if stdin else None)
+            bases[-1] = _simple_command(_unmarked(words), _unmarked(redirects), bases[-1], is_dir, result, depth, reading)
+        piped[:] = [_unmarked(words)] if separator == "|" else []
         words.clear()
         redirects.clear()
+        stdin.clear()
 
     while index < len(tokens):
         token = tokens[index]
         if token in _SEPARATORS:
-            finish()
+            finish(token)
         elif token in ("(", "<(", ">("):
             finish()
             if token != "(":
@@ -208,6 +275,8 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
                 redirects.append(target)
                 index += 1
             else:
+                if token == "<" and (not words or not words[-1].isdigit()):
+                    stdin.append(Stdin(file=target))
                 index += 1  # a read, or a descriptor duplication: no file written
         elif token in _HEREDOCS:
             delimiter = tokens[index + 1] if index + 1 < len(tokens) else ""
@@ -215,8 +284,14 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
                 result.note(f"a here-document {token!r} without a delimiter")
             else:
                 index += 1  # the delimiter; the body was cut out before splitting
+                stdin.append(Stdin(text=bodies.pop(0) if bodies else ""))
         elif "$(" in token or "`" in token:
             result.note("a command substitution is run at run time")
+            for script in _substitutions(token):  # "$(cmd)" quoted: one word, cmd still runs
+                if depth >= _MAX_DEPTH:
+                    result.note("command substitutions nested too deep to read")
+                    break
+                _read(script, is_dir, result, bases[-1], depth + 1)
             words.append(token)
         elif _OPERATOR_CHARS.issuperset(token):
             result.note(f"the shell operator {token!r} is not understood")
@@ -224,6 +299,92 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
             words.append(token)
         index += 1
     finish()
+
+
+def _cut_comments(command: str) -> str:
+    """The command without its comments: a ``#`` that starts a word, outside quotes, to
+    the end of its line.  A ``#`` inside a word is text (``sed -i s#a#b# f``, ``a#b``),
+    where ``shlex`` would end the line."""
+    if "#" not in command:
+        return command
+    kept: list[str] = []
+    quote = ""
+    index = start = 0
+    while index < len(command):
+        char = command[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"':
+                index += 1
+        elif char == "\\":
+            index += 1
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or command[index - 1] in _WORD_ENDS):
+            kept.append(command[start:index])
+            end = command.find("\n", index)
+            index = start = len(command) if end < 0 else end
+            continue
+        index += 1
+    kept.append(command[start:])
+    return "".join(kept)
+
+
+def _backquotes_as_dollar(command: str) -> str:
+    """`cmd` written as $(cmd) (outside single quotes), so that its commands are read
+    as those of any other substitution; an escaped \\` stays text.  A ``$(`` inside
+    single quotes is text (``sed 's/$(OLD)/x/'``): its ``(`` becomes ``_QUOTED_PAREN``,
+    put back in the words read (``_unmarked``)."""
+    if ("`" not in command and "$(" not in command) or _QUOTED_PAREN in command:
+        return command
+    out: list[str] = []
+    quote = ""
+    opened = False
+    index = 0
+    while index < len(command):
+        char = command[index]
+        if char == "\\" and quote != "'":
+            out.append(command[index : index + 2])
+            index += 2
+            continue
+        if char == "'" and quote != '"' and not opened:
+            quote = "" if quote == "'" else "'"
+        elif char == '"' and quote != "'" and not opened:
+            quote = "" if quote == '"' else '"'
+        elif char == "`" and quote != "'":
+            char = ")" if opened else "$("
+            opened = not opened
+        elif char == "(" and quote == "'" and index > 0 and command[index - 1] == "$":
+            char = _QUOTED_PAREN
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _unmarked(words: list[str]) -> list[str]:
+    """The words as the command has them (see ``_backquotes_as_dollar``)."""
+    return [word.replace(_QUOTED_PAREN, "(") for word in words]
+
+
+def _substitutions(word: str) -> list[str]:
+    """The scripts of the ``$(...)`` in one word (a quoted one: ``"$(cmd)"``), outermost
+    first; a ``(`` left open runs to the end of the word."""
+    scripts: list[str] = []
+    index = word.find("$(")
+    while index >= 0:
+        depth, end = 0, index + 1
+        while end < len(word):
+            if word[end] == "(":
+                depth += 1
+            elif word[end] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            end += 1
+        scripts.append(word[index + 2 : end])
+        index = word.find("$(", end)
+    return scripts
 
 
 def _heredocs_in(line: str) -> list[tuple[str, str]]:
@@ -243,37 +404,76 @@ def _heredocs_in(line: str) -> list[tuple[str, str]]:
             index += 1
         elif char in "'\"":
             quote = char
-        elif char == "#" and (index == 0 or line[index - 1] in " \t;&|("):
+        elif char == "#" and (index == 0 or line[index - 1] in _WORD_ENDS):
             break  # a comment
         elif line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
-            match = _HEREDOC.match(line, index)
-            if match:
-                found.append(match.groups())
-                index = match.end()
+            opened = _heredoc_at(line, index)
+            if opened is not None:
+                found.append(opened[:2])
+                index = opened[2]
                 continue
         index += 1
     return found
 
 
-def _cut_heredocs(command: str) -> str:
-    """The command without here-document bodies: they are data, not commands, and may
-    hold any text (an apostrophe would stop ``shlex``)."""
+def _heredoc_at(line: str, index: int) -> tuple[str, str, int] | None:
+    """The here-document opened by the ``<<`` at ``index``: (``-`` or '', its delimiter,
+    the index after it).  The delimiter is a shell word with its quotes removed, as bash
+    compares it (``<<E\\OF``, ``<<'EOF'``, ``<<"E"OF`` all end at a line ``EOF``)."""
+    index += 2
+    strip = ""
+    if line.startswith("-", index):
+        strip, index = "-", index + 1
+    while index < len(line) and line[index] in " \t":
+        index += 1
+    word: list[str] = []
+    quote = ""
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"' and index + 1 < len(line) and line[index + 1] in '\\"$`':
+                index += 1
+                word.append(line[index])
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote = char
+        elif char == "\\" and index + 1 < len(line):
+            index += 1
+            word.append(line[index])
+        elif char in _WORD_ENDS:
+            break
+        else:
+            word.append(char)
+        index += 1
+    return (strip, "".join(word), index) if word else None
+
+
+def _cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command without here-document bodies (they are data, not commands, and may
+    hold any text: an apostrophe would stop ``shlex``), and the bodies in order (a
+    diff given to ``git apply`` or ``patch`` is read)."""
     if "<<" not in command:
-        return command
+        return command, []
     lines = command.split("\n")
     kept: list[str] = []
+    bodies: list[str] = []
     index = 0
     while index < len(lines):
         line = lines[index]
         kept.append(line)
         index += 1
         for strip_tabs, delimiter in _heredocs_in(line):
+            start = index
             while index < len(lines):
                 body = lines[index]
                 index += 1
                 if (body.lstrip("\t") if strip_tabs else body) == delimiter:
                     break
-    return "\n".join(kept)
+            bodies.append("\n".join(lines[start : index - 1 if index > start else start]) + "\n")
+    return "\n".join(kept), bodies
 
 
 def _is_descriptor(word: str) -> bool:
@@ -315,16 +515,38 @@ def _add(path: str, base: str | None, result: ShellWrites) -> None:
         return
     if path.startswith("~"):
         path = posixpath.expanduser(path)
-    if path == "/dev" or path.startswith("/dev/"):
-        return  # /dev/null, /dev/stderr: never a repository file
     joined = _join(base, path)
     if joined is None:
         result.note(f"the target {path!r} is relative to a folder that is unknown until run time")
         return
+    if joined.startswith("/") and (posixpath.normpath(joined) + "/").startswith("/dev/"):
+        return  # /dev/null, /dev/stderr: never a repository file (but /dev/../repo/f is)
     if _GLOB_CHARS & set(path):
         result.globs.append(joined)
     else:
         result.targets.append(joined)
+
+
+def _brace_expanded(words: list[str], result: ShellWrites) -> list[str] | None:
+    """The words as bash passes them, brace expressions expanded (within the command's
+    bound), where their number matters (a copy's last operand is its destination); None
+    past the bound (noted)."""
+    if not any("{" in word for word in words):
+        return words
+    from agents.braces import TooMany, expand
+
+    expanded: list[str] = []
+    for word in words:
+        try:
+            names = expand(word, _MAX_BRACE_NAMES - result.braced)
+        except TooMany as exc:
+            result.braced = _MAX_BRACE_NAMES
+            result.note(f"the operand {word[:200]!r} names too many files to ask for ({exc})")
+            return None
+        if names != [word]:
+            result.braced += len(names)
+        expanded += names
+    return expanded
 
 
 def _add_restore(path: str, base: str | None, result: ShellWrites) -> None:
@@ -334,7 +556,8 @@ def _add_restore(path: str, base: str | None, result: ShellWrites) -> None:
     result.restores.extend(result.targets[count:])
 
 
-def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> str | None:
+def _simple_command(words: list[str], redirects: list[str], base: str | None, is_dir, result: ShellWrites, depth: int,
+                    stdin: Stdin | None = None) -> str | None:
     """Record one simple command's targets; return the ``cd`` base after it."""
     for target in redirects:
         _add(target, base, result)
@@ -342,36 +565,192 @@ def _simple_command(words: list[str], redirects: list[str], base: str | None, is
     # Compound-command keywords and assignments come before the command word.
     while args and (args[0] in _KEYWORDS or _is_assignment(args[0])):
         args.pop(0)
-    while args and args[0] in _WRAPPERS | {"env"}:
-        wrapper = args.pop(0)
-        args = _after_wrapper_options(wrapper, args)
+    here = base  # where the command runs: env -C / sudo -D move it, not the shell
+    while args and posixpath.basename(args[0]) in _WRAPPERS:
+        wrapper = posixpath.basename(args.pop(0))
+        args, values = _after_wrapper_options(wrapper, args)
+        for option, value in values:
+            if wrapper == "time" and option in ("-o", "--output"):
+                _add(value, here, result)  # GNU time writes its report there
+            elif (wrapper, option) in (("env", "-C"), ("env", "--chdir"), ("sudo", "-D"), ("sudo", "--chdir")):
+                here = _cd([value], here, result)
+            elif wrapper == "env" and option in ("-S", "--split-string"):
+                try:
+                    args = shlex.split(value) + args  # env -S 'tee f': the string is words
+                except ValueError as exc:
+                    result.note(f"env -S text cannot be split ({exc})")
+                    return base
         while args and _is_assignment(args[0]):
             args.pop(0)
     if not args or args[0] in _NOT_COMMANDS:
         return base
+    if here != base:
+        _command(args, here, is_dir, result, depth, stdin)
+        return base
+    return _command(args, base, is_dir, result, depth, stdin)
+
+
+def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, stdin: Stdin | None = None) -> str | None:
+    """Record the targets of the command ``args`` (its command word first), run in
+    ``base``; return the ``cd`` base after it."""
     name, rest = posixpath.basename(args[0]), args[1:]
     if name in ("cd", "pushd"):
         return _cd(rest, base, result)
     if name == "popd":
         result.note("popd returns to a folder known only at run time")
         return None
+    if name == "eval" and depth < _MAX_DEPTH:
+        script = " ".join(rest)  # eval joins its words and runs them: read what it runs
+        if "$" in script or "`" in script:
+            result.note(_OPAQUE[name])
+        _read(script, is_dir, result, base, depth + 1)
+        return base
     if name in _OPAQUE:
         result.note(_OPAQUE[name])
+        if name == "xargs":
+            _xargs(rest, base, is_dir, result, depth, stdin)
         return base
     formatter = formatter_writes(args, lambda operand: (joined := _join(base, operand)) is not None and is_dir(joined))
     if formatter is not None:
         _formatted(formatter, base, result)
         return base
     handler = _WRITERS.get(name)
-    if handler is not None:
+    if name == "patch":
+        _patch(rest, base, is_dir, result, stdin)
+    elif handler is not None:
         handler(rest, base, is_dir, result)
     elif name in ("bash", "sh", "zsh", "dash", "ksh"):
         _shell(rest, base, is_dir, result, depth)
     elif name == "git":
-        return _git(rest, base, is_dir, result)
-    elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for word in rest):
+        return _git(rest, base, is_dir, result, stdin)
+    elif name == "find" and any(word in ("-exec", "-execdir", "-delete", "-ok", "-okdir", "-fprint") for word in rest):
         result.note("find -exec/-delete acts on files found at run time")
+        _find(rest, base, is_dir, result, depth)
     return base
+
+
+def _writes_found(command: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, append: bool) -> bool:
+    """Whether ``command`` (``_FOUND`` standing for a file found at run time, or appended
+    when ``append``) writes that file (``sed -i``, ``rm``, a formatter); what it writes
+    besides is added to ``result``."""
+    if not command or depth >= _MAX_DEPTH:
+        return False
+    probe = ShellWrites(braced=result.braced)
+    _command(command + [_FOUND] if append else command, base, is_dir, probe, depth + 1)
+    for path in probe.targets:
+        if _FOUND not in path:
+            _add(path, base, result)
+    return _join(base, _FOUND) in probe.targets or bool(probe.unknown)
+
+
+def _xargs(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, stdin: Stdin | None) -> None:
+    """``grep -rl x src | xargs sed -i ...``: the files xargs hands on come from the
+    command before it; when that lists files under folders (``grep -r``/``rg``/``git grep``,
+    ``find``, ``git ls-files``, ``ls``), those folders' files are candidates, as for find."""
+    index = 0
+    replace = None
+    while index < len(args) and args[index].startswith("-") and args[index] != "--":
+        option = args[index]
+        if option in ("-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file") and index + 1 < len(args):
+            if option == "-I":
+                replace = args[index + 1]
+            index += 1
+        elif option.startswith("-I") and len(option) > 2:
+            replace = option[2:]
+        elif option.startswith("--replace"):
+            replace = option.partition("=")[2] or "{}"
+        elif option == "-i":
+            replace = "{}"
+        index += 1
+    if index < len(args) and args[index] == "--":
+        index += 1
+    command = args[index:] or ["echo"]
+    if replace is not None:
+        command = [word.replace(replace, _FOUND) for word in command]
+    if not _writes_found(command, base, is_dir, result, depth, append=replace is None):
+        return
+    folders = _listed_folders(stdin.words if stdin is not None and stdin.words else [])
+    if folders is None:
+        return  # files from somewhere unknown: the after-call comparison sees them
+    folder_paths, suffixes = folders
+    for folder in folder_paths:
+        joined = _join(base, folder)
+        if joined is None or "$" in folder or "`" in folder or _GLOB_CHARS & set(folder):
+            result.note(f"xargs writes files listed from {folder!r}, known only at run time")
+        else:
+            result.formatted.append((posixpath.normpath(joined), suffixes))
+
+
+def _listed_folders(words: list[str]) -> tuple[list[str], tuple[str, ...]] | None:
+    """The folders (and name suffixes) under which the command ``words`` lists files, if it
+    is one that lists files; None otherwise."""
+    if not words:
+        return None
+    name, rest = posixpath.basename(words[0]), words[1:]
+    if name == "git" and rest[:1] in (["grep"], ["ls-files"]):
+        name, rest = f"git {rest[0]}", rest[1:]
+    operands = [word for word in rest if not word.startswith("-")]
+    globs = [word.partition("=")[2] for word in rest if word.startswith(("--include=", "--glob=", "-g"))]
+    if name in ("grep", "egrep", "rg", "ag", "git grep"):
+        if not any(flag in word for word in rest if word.startswith("-") and not word.startswith("--") for flag in "lL") \
+                and not {"--files-with-matches", "--files-without-match", "--files"} & set(rest):
+            return None  # it prints lines, not file names
+        operands = operands[1:] if not any(word in ("-e", "-f", "--regexp", "--file", "--files") for word in rest) else operands
+    elif name == "find":
+        operands = [word for word in rest[: next((i for i, w in enumerate(rest) if w.startswith("-") or w in ("(", "!")), len(rest))]]
+        globs += [rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("-name", "-iname")]
+    elif name not in ("git ls-files", "ls", "fd", "fdfind"):
+        return None
+    suffixes = tuple(glob[1:] for glob in globs if glob.startswith("*") and glob[1:] and not _GLOB_CHARS & set(glob[1:]))
+    if not suffixes or len(suffixes) != len(globs):
+        suffixes = ("",)
+    return operands or ["."], suffixes
+
+
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_VALUES = frozenset({"-name", "-iname", "-path", "-ipath", "-wholename", "-regex", "-iregex", "-type", "-maxdepth", "-mindepth",
+                          "-newer", "-size", "-mtime", "-mmin", "-atime", "-ctime", "-user", "-group", "-perm", "-fprint", "-fprintf",
+                          "-printf", "-fls", "-used", "-samefile", "-links", "-inum", "-xtype", "-fstype", "-context"})
+
+
+def _find(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int) -> None:
+    """find DIR... -delete, or -exec a writing command on ``{}``: the files under DIR (with
+    the suffixes of its ``-name '*.py'`` tests, else all) may be written; they are handed
+    on as candidates (``formatted``), checked against other agents' claims, not claimed.
+    What the command writes besides ``{}`` is read as any command's."""
+    starts: list[str] = []
+    index = 0
+    while index < len(args) and not args[index].startswith("-") and args[index] not in ("(", "!", ","):
+        starts.append(args[index])
+        index += 1
+    names: list[str] = []
+    writes = False
+    while index < len(args):
+        word = args[index]
+        if word in _FIND_EXEC:
+            end = next((i for i in range(index + 1, len(args)) if args[i] in (";", "+")), len(args))
+            command = [word.replace("{}", _FOUND) for word in args[index + 1 : end]]
+            writes = _writes_found(command, base, is_dir, result, depth, append=False) or writes
+            index = end + 1
+            continue
+        if word == "-delete":
+            writes = True
+        elif word in ("-name", "-iname") and index + 1 < len(args):
+            names.append(args[index + 1])
+        if word in _FIND_VALUES:
+            index += 1
+        index += 1
+    if not writes or any(word == "-type" and kind == "d" for word, kind in zip(args, args[1:])):
+        return  # -type d: folders only (find . -type d -empty -delete), no file's content
+    suffixes = tuple(name[1:] for name in names if name.startswith("*") and not _GLOB_CHARS & set(name[1:]) and name[1:])
+    if len(suffixes) != len(names) or not suffixes:
+        suffixes = ("",)  # a test we do not read (or none): any file there
+    for start in starts or ["."]:
+        joined = _join(base, start)
+        if joined is None or "$" in start or "`" in start or _GLOB_CHARS & set(start):
+            result.note(f"find starts at {start!r}, known only at run time")
+        else:
+            result.formatted.append((posixpath.normpath(joined), suffixes))
 
 
 def _formatted(found: FormatterWrites, base: str | None, result: ShellWrites) -> None:
@@ -390,18 +769,26 @@ def _is_assignment(word: str) -> bool:
     return bool(equals) and name.isidentifier()
 
 
-def _after_wrapper_options(wrapper: str, args: list[str]) -> list[str]:
-    """Drop a wrapper's own options (``sudo -u x``, ``timeout 5``, ``nice -n 5``)."""
-    takes_value = {"sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-U"}, "nice": {"-n"}, "env": {"-u", "-C", "-S"}, "ionice": {"-c", "-n"}}
+def _after_wrapper_options(wrapper: str, args: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Drop a wrapper's own options (``sudo -u x``, ``timeout -s KILL 5``, ``nice -n 5``);
+    return the words after them and the (option, value) pairs they gave, a value glued
+    on with ``=`` (``--chdir=sub``) split off."""
+    takes_value = _WRAPPER_VALUES.get(wrapper, frozenset())
+    values: list[tuple[str, str]] = []
     while args and args[0].startswith("-") and args[0] != "--":
         option = args.pop(0)
-        if option in takes_value.get(wrapper, ()) and args:
-            args.pop(0)
+        if option.startswith("--") and "=" in option:
+            key, _, value = option.partition("=")
+            values.append((key, value))
+        elif option in takes_value and args:
+            values.append((option, args.pop(0)))
+        elif len(option) > 2 and not option.startswith("--") and option[:2] in takes_value:
+            values.append((option[:2], option[2:]))  # -sKILL, -Csub, -oL
     if args and args[0] == "--":
         args.pop(0)
     if wrapper == "timeout" and args:
         args.pop(0)  # the duration
-    return args
+    return args, values
 
 
 def _cd(args: list[str], base: str | None, result: ShellWrites) -> str | None:
@@ -479,17 +866,27 @@ def _chmod(args, base, is_dir, result):
         _add(operand, base, result)
 
 
-def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozenset({"-t", "--target-directory", "-S", "--suffix"})):
-    """cp/mv/ln/install: the destination (folder/name when it is a folder); mv also
-    deletes its sources."""
+def _copy_like(args, base, is_dir, result, *, moves: bool, value_options=frozenset({"-t", "--target-directory", "-S", "--suffix"}),
+               links: bool = False):
+    """cp/mv/ln/install: the destination (folder/name when it is a folder, unless -T, or
+    ln -n for a link to a folder: ``ln -sfn new current`` replaces the link); mv also
+    deletes its sources; ``ln -s TARGET`` alone makes ./basename."""
     operands, options = _operands(args, value_options)
+    operands = _brace_expanded(operands, result)  # cp f{,.bak} is cp f f.bak: two operands
+    if operands is None:
+        return
+    letters = "".join(option[1:] for option in options if not option.startswith("--"))
+    whole = "T" in letters or "--no-target-directory" in options or (links and ("n" in letters or "--no-dereference" in options))
     folder = options.get("-t") or options.get("--target-directory")
     if folder is not None:
         sources, destination, into = operands, folder, True
     elif len(operands) >= 2:
         sources, destination = operands[:-1], operands[-1]
         joined = _join(base, destination)
-        into = len(sources) > 1 or (joined is not None and is_dir(joined))
+        into = len(sources) > 1 or (not whole and joined is not None and is_dir(joined))
+    elif links and operands and posixpath.basename(operands[0].rstrip("/")):
+        _add(posixpath.basename(operands[0].rstrip("/")), base, result)
+        return
     else:
         if operands:
             result.note("a copy or move without a destination")
@@ -509,6 +906,10 @@ def _cp(args, base, is_dir, result):
     _copy_like(args, base, is_dir, result, moves=False)
 
 
+def _ln(args, base, is_dir, result):
+    _copy_like(args, base, is_dir, result, moves=False, links=True)
+
+
 def _mv(args, base, is_dir, result):
     _copy_like(args, base, is_dir, result, moves=True)
 
@@ -526,6 +927,190 @@ def _dd(args, base, is_dir, result):
     for word in args:
         if word.startswith("of="):
             _add(word[3:], base, result)
+
+
+def _getopt(args: list[str], short_values: str, long_values: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(each option with its value, None for a flag; the operands), getopt's way: a short
+    option in ``short_values`` takes the rest of its cluster or the next word (``-so
+    out``, ``-oout``); a long one ``--opt=value``, or the next word if in ``long_values``;
+    ``--`` ends the options."""
+    options: list[tuple[str, str | None]] = []
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            operands += args[index + 1 :]
+            break
+        if word.startswith("--"):
+            key, equals, value = word.partition("=")
+            if not equals and key in long_values and index + 1 < len(args):
+                index += 1
+                value, equals = args[index], "="
+            options.append((key, value if equals else None))
+        elif word.startswith("-") and len(word) > 1:
+            for position, letter in enumerate(word[1:], start=1):
+                if letter not in short_values:
+                    options.append(("-" + letter, None))
+                    continue
+                value = word[position + 1 :]
+                if not value and index + 1 < len(args):
+                    index += 1
+                    value = args[index]
+                options.append(("-" + letter, value))
+                break
+        else:
+            operands.append(word)
+        index += 1
+    return options, operands
+
+
+def _values(options: list[tuple[str, str | None]], *names: str) -> list[str]:
+    return [value for option, value in options if option in names and value is not None]
+
+
+def _output_writer(short_values: str, outputs: tuple[str, ...], long_values: set[str] = frozenset(), unnamed: str = ""):
+    """A command that writes the file an option names (``sort -o F``, ``curl -o F``);
+    ``unnamed``: why it may write a file named otherwise (``wget URL``), noted when no
+    such option is given."""
+    takes_value = frozenset(long_values) | {name for name in outputs if name.startswith("--")}
+
+    def handler(args, base, is_dir, result):
+        written = _values(_getopt(args, short_values, takes_value)[0], *outputs)
+        for path in written:
+            if path != "-":  # stdout
+                _add(path, base, result)
+        if not written and unnamed:
+            result.note(unnamed)
+
+    return handler
+
+
+_CURL_VALUES = frozenset({"--output", "--dump-header", "--cookie-jar", "--trace", "--trace-ascii", "--stderr", "--data", "--header",
+                          "--request", "--user", "--url", "--output-dir", "--config", "--user-agent", "--referer", "--cookie",
+                          "--form", "--upload-file", "--max-time", "--write-out", "--proxy", "--range", "--cert"})
+
+
+def _curl(args, base, is_dir, result):
+    options, _ = _getopt(args, "oDcdHXuAebTFmwxrCEKQtYyzPU", _CURL_VALUES)
+    for path in _values(options, "-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii", "--stderr"):
+        if path != "-":
+            _add(path, base, result)
+    if any(option in ("-O", "--remote-name", "--remote-name-all") for option, _ in options):
+        result.note("curl -O names its file after the URL")
+
+
+def _uniq(args, base, is_dir, result):
+    _, operands = _getopt(args, "fsw", frozenset({"--skip-fields", "--skip-chars", "--check-chars"}))
+    if len(operands) >= 2 and operands[1] != "-":
+        _add(operands[1], base, result)  # uniq INPUT OUTPUT
+
+
+_PATCH_VALUES = frozenset({"--input", "--strip", "--prefix", "--reject-file", "--suffix", "--output", "--directory", "--backup-if-mismatch"})
+
+
+def _patch(args, base, is_dir, result, stdin: Stdin | None = None):
+    """patch FILE [PATCH], or -o OUTPUT: that file (in -d DIR); else the files its diff
+    names (-i PATCH, a second operand, or standard input)."""
+    options, operands = _getopt(args, "oidpBFDrVYzg", _PATCH_VALUES)
+    here = base
+    for folder in _values(options, "-d", "--directory"):
+        here = _cd([folder], here, result)
+    written = _values(options, "-o", "--output") or operands[:1]
+    for path in written:
+        if path != "-":
+            _add(path, here, result)
+    if written or here is None:
+        if here is None:
+            result.note("patch runs in a folder known only at run time")
+        return
+    strips = _values(options, "-p", "--strip")
+    strip = int(strips[-1]) if strips and strips[-1].isdigit() else None
+    given = _values(options, "-i", "--input")
+    _diff(Stdin(file=given[-1]) if given else stdin, strip, base, here, False, "", result, "patch")
+
+
+_RSYNC_VALUES = frozenset({"--rsh", "--exclude", "--include", "--filter", "--exclude-from", "--include-from", "--files-from", "--chmod",
+                           "--chown", "--backup-dir", "--suffix", "--log-file", "--temp-dir", "--partial-dir", "--compare-dest",
+                           "--link-dest", "--copy-dest", "--port", "--password-file", "--rsync-path"})
+
+
+def _rsync(args, base, is_dir, result):
+    """rsync SRC... DEST: DEST/name, or DEST itself for SRC/ (what is in SRC); host:path is
+    another machine."""
+    options, operands = _getopt(args, "efBTM", _RSYNC_VALUES)
+    for path in _values(options, "--log-file"):
+        _add(path, base, result)
+    if len(operands) < 2:
+        return
+    destination = operands[-1]
+    if ":" in destination.split("/", 1)[0]:
+        return
+    joined = _join(base, destination)
+    for source in operands[:-1]:
+        name = "" if source.endswith("/") else posixpath.basename(source)
+        into = destination.endswith("/") or len(operands) > 2 or (joined is not None and is_dir(joined))
+        _add(posixpath.join(destination, name) if into and name else destination, base, result)
+
+
+_COMPRESSED = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst", "lzma": ".lzma"}
+_DECOMPRESSORS = {"gunzip": "gzip", "bunzip2": "bzip2", "unxz": "xz", "unzstd": "zstd", "unlzma": "lzma"}
+
+
+def _compressor(name: str):
+    """gzip f writes f.gz and removes f; gunzip f.gz the other way round; -c writes stdout."""
+    suffix = _COMPRESSED[_DECOMPRESSORS.get(name, name)]
+
+    def handler(args, base, is_dir, result):
+        options, operands = _getopt(args, "SbT", frozenset({"--suffix", "--threads"}))
+        given = {option for option, _ in options}
+        if given & {"-c", "--stdout", "--to-stdout", "-t", "--test", "-l", "--list"}:
+            return
+        ending = (_values(options, "-S", "--suffix") or [suffix])[-1]
+        decompress = name in _DECOMPRESSORS or bool(given & {"-d", "--decompress", "--uncompress"})
+        keeps = bool(given & {"-k", "--keep"})
+        for operand in operands:
+            if not keeps:
+                _add(operand, base, result)  # replaced by the other one
+            if not decompress:
+                _add(operand + ending, base, result)
+            elif operand.endswith(ending) and len(operand) > len(ending):
+                _add(operand[: -len(ending)], base, result)
+
+    return handler
+
+
+def _tar(args, base, is_dir, result):
+    """tar -c/-r/-u writes its archive (-f); tar -x writes what the archive holds."""
+    words = list(args)
+    if words and not words[0].startswith("-"):
+        words[0] = "-" + words[0]  # tar czf out.tgz: the first word is options without '-'
+    options, _ = _getopt(words, "fCbHKLNTVgX", frozenset({"--file", "--directory", "--exclude", "--transform", "--owner", "--group",
+                                                          "--mode", "--format", "--files-from"}))
+    given = {option for option, _ in options}
+    if given & {"-x", "--extract", "--get"}:
+        result.note("tar -x writes the files its archive holds")
+    elif given & {"-c", "-r", "-u", "--create", "--append", "--update"}:
+        for archive in _values(options, "-f", "--file"):
+            if archive != "-":
+                _add(archive, base, result)
+
+
+def _unzip(args, base, is_dir, result):
+    if not any(word in ("-l", "-t", "-p", "-v", "-Z", "-z") for word in args):
+        result.note("unzip writes the files its archive holds")
+
+
+def _gawk(args, base, is_dir, result):
+    """gawk -i inplace PROGRAM FILE...: the files are rewritten (var=value operands set
+    variables)."""
+    options, operands = _getopt(args, "fvFilE", frozenset({"--include", "--file", "--assign", "--field-separator", "--load", "--exec"}))
+    if not any(value in ("inplace", "inplace.awk") for value in _values(options, "-i", "--include")):
+        return
+    has_program = bool(_values(options, "-f", "--file", "-E", "--exec"))
+    for operand in operands if has_program else operands[1:]:
+        if not _is_assignment(operand):
+            _add(operand, base, result)
 
 
 def _in_place_files(args, base, result, in_place: Callable[[str], tuple[bool, bool, bool]]):
@@ -617,7 +1202,7 @@ def _shell(args, base, is_dir, result, depth):
     _read(args[script_at + 1], is_dir, result, base, depth + 1)
 
 
-def _git(args, base, is_dir, result) -> str | None:
+def _git(args, base, is_dir, result, stdin: Stdin | None = None) -> str | None:
     # git's own options before the verb: -C DIR re-bases, -c k=v is skipped.
     here = base
     while args and args[0].startswith("-"):
@@ -640,7 +1225,7 @@ def _git(args, base, is_dir, result) -> str | None:
             for path in paths:
                 _add_restore(path, here, result) if put_back else _add(path, here, result)
         else:
-            result.note("git checkout without '--' may switch branches and rewrite any file")
+            _checkout_without_separator(rest, here, result)
     elif verb == "restore":
         operands, options = _operands(rest, frozenset({"-s", "--source"}))
         staged_only = ("--staged" in options or "-S" in options) and not ("--worktree" in options or "-W" in options)
@@ -654,9 +1239,76 @@ def _git(args, base, is_dir, result) -> str | None:
         _copy_like(rest, here, is_dir, result, moves=True, value_options=frozenset())
     elif verb == "rm":
         _each(rest, here, is_dir, result)
+    elif verb in ("apply", "am"):
+        _git_apply(verb, rest, here, result, stdin)
     elif verb in _GIT_MANY:
         result.note(f"git {verb} may rewrite any file")
     return base
+
+
+def _checkout_without_separator(args: list[str], base: str | None, result: ShellWrites) -> None:
+    """``git checkout`` without ``--``: one operand may be a branch to switch to (any file
+    may change); with two or more, the first is the commit (or a file) and the rest are
+    files written with its bytes (``git checkout main src/app.py``); with ``--ours`` /
+    ``--theirs`` / ``--merge`` every operand is a file of a conflict."""
+    operands, options = _operands(args, frozenset({"-b", "-B", "--orphan", "--conflict"}))
+    if any(option.startswith("--pathspec-from-file") for option in options):
+        result.note("git checkout --pathspec-from-file names its files in a file")
+    if options.keys() & {"-b", "-B", "--orphan", "--detach"}:
+        result.note("git checkout -b/--orphan/--detach switches branches and may rewrite any file")
+    elif options.keys() & {"--ours", "--theirs", "-m", "--merge", "--conflict"}:
+        for path in operands:
+            _add(path, base, result)
+    elif len(operands) >= 2:
+        for path in operands[1:]:  # the commit's bytes: new content, unless it is HEAD's
+            _add_restore(path, base, result) if operands[0] == "HEAD" else _add(path, base, result)
+    else:
+        result.note("git checkout without '--' may switch branches and rewrite any file")
+
+
+def _git_apply(verb: str, args: list[str], base: str | None, result: ShellWrites, stdin: Stdin | None) -> None:
+    """git apply/am: the files of the diff (its files, or standard input), from the
+    worktree's top; --cached, --check and the summaries write no file."""
+    options, operands = _getopt(args, "pC", frozenset({"--directory", "--exclude", "--include", "--whitespace", "--build-fake-ancestor"}))
+    given = {option for option, _ in options}
+    if given & {"--cached", "--check", "--stat", "--numstat", "--summary", "--abort", "--quit", "--show-current-patch"}:
+        return
+    if given & {"--continue", "--skip", "--resolved", "-r"} or verb == "am" and not operands and stdin is None:
+        result.note(f"git {verb} may rewrite any file")
+        return
+    if base is None:
+        result.note(f"git {verb} runs in a folder known only at run time")
+        return
+    strips = _values(options, "-p")
+    strip = int(strips[-1]) if strips and strips[-1].isdigit() else 1
+    directory = (_values(options, "--directory") or [""])[-1]
+    sources = [Stdin(file=operand) for operand in operands if operand != "-"] or [stdin]
+    for source in sources:
+        _diff(source, strip, base, base, True, directory, result, f"git {verb}")
+
+
+def _diff(source: Stdin | None, strip: int | None, base: str | None, folder: str, from_top: bool, directory: str,
+          result: ShellWrites, tool: str) -> None:
+    """Hand the diff ``source`` gives to the caller (``ShellWrites.diffs``)."""
+    if source is not None and source.words and posixpath.basename(source.words[0]) == "cat":
+        files = [word for word in source.words[1:] if not word.startswith("-")]
+        if len(files) == 1:
+            source = Stdin(file=files[0])  # cat fix.diff | patch -p1
+    if source is None or (source.file is None and source.text is None):
+        result.note(f"{tool} writes the files its diff names (given at run time)")
+        return
+    if source.file is not None:
+        path = source.file
+        if "$" in path or "`" in path or _GLOB_CHARS & set(path):
+            result.note(f"{tool} writes the files named by a diff whose name is built at run time")
+            return
+        joined = _join(base, posixpath.expanduser(path))
+        if joined is None:
+            result.note(f"{tool} reads a diff in a folder known only at run time")
+            return
+        result.diffs.append(Diff(strip, folder, from_top, directory, file=joined))
+    else:
+        result.diffs.append(Diff(strip, folder, from_top, directory, text=source.text))
 
 
 _WRITERS: dict[str, Callable] = {
@@ -666,7 +1318,7 @@ _WRITERS: dict[str, Callable] = {
     "perl": _perl,
     "cp": _cp,
     "mv": _mv,
-    "ln": _cp,
+    "ln": _ln,
     "install": _install,
     "rm": _rm,
     "rmdir": _rm,
@@ -676,5 +1328,20 @@ _WRITERS: dict[str, Callable] = {
     "mkdir": _mkdir,
     "truncate": _truncate,
     "dd": _dd,
+    "sponge": _each,
+    "sort": _output_writer("oktST", ("-o", "--output"), {"--key", "--field-separator", "--buffer-size", "--temporary-directory"}),
+    "iconv": _output_writer("oft", ("-o", "--output"), {"--from-code", "--to-code"}),
+    "wget": _output_writer("OoaPeitTwQUAB", ("-O", "--output-document"), {"--directory-prefix", "--output-file", "--append-output",
+                           "--execute", "--input-file", "--tries", "--timeout", "--wait", "--user-agent", "--header"},
+                           unnamed="wget names its file after the URL"),
+    "curl": _curl,
+    "uniq": _uniq,
+    "patch": _patch,
+    "rsync": _rsync,
+    "tar": _tar,
+    "unzip": _unzip,
+    "gawk": _gawk,
+    "awk": _gawk,
+    **{name: _compressor(name) for name in [*_COMPRESSED, *_DECOMPRESSORS]},
     "chmod": _chmod,
 }

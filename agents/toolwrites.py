@@ -23,7 +23,11 @@ gemini      run_shell_command                      ``agents.shellwrites``, in ``
 Paths are concrete files, resolved against the event's ``cwd``; a name with ``[``, ``*``
 or ``?`` is that name (``agents.paths.repo_relative(..., literal=True)``).  A shell glob
 is expanded against the file system as the shell would; one matching nothing is kept as
-written.  A folder a command writes (``rm -r``, ``chmod -R``, ``mv``) is the files in it.
+written, and so is a file that has the glob's name as written (``rm 'x[1].py'``: the
+quotes are gone when the command is read).  A folder a command writes (``rm -r``,
+``chmod -R``, ``mv``) is the files in it.  A symbolic link is a file of its own folder
+(``rm link``, ``ln -sfn``), and a link to a file stands for that file too (``echo x >
+link`` writes it): both are asked for.
 
 Answers, in each client's documented format:
 
@@ -62,6 +66,8 @@ MCP_FILE_TOOLS = {"write_file": ("path",), "edit_file": ("path",), "create_file"
 MCP_FILE_MATCHER = "mcp__.*__(write_file|edit_file|create_file|move_file)"  # for the hooks' settings
 GEMINI_MCP_FILE_MATCHER = "edit_file|create_file|move_file|.*__(write_file|edit_file|create_file|move_file)"
 MAX_GLOB_MATCHES = 1000
+INTENT_BYTES = 192 * 1024  # the files one intent names, in bytes: under the message cap (protocol.messages)
+MAX_LISTED_FOLDERS = 50  # folders whose files git lists for one call (formatters, find, xargs)
 
 
 class Targets(NamedTuple):
@@ -157,10 +163,49 @@ def _shell_targets(command: object, here: str) -> Targets:
             left = 0
             continue
         left -= len(matches)
-        paths += matches or [full]  # a glob matching nothing is the name as written, as in bash
+        # A file named as written ('[ab].py', quoted in the command: the quotes are gone
+        # here) is that file; matching nothing, the name as written is too, as in bash.
+        literal = [full] if os.path.lexists(full) or not matches else []
+        paths += [path for path in literal + matches if path not in paths]
+    paths += _diffed_files(found.diffs, here, unknown)
     files, unknown = _folders_as_files(paths, unknown)
     maybe = _formatted_files(found.formatted, here, unknown)
     return Targets(files, unknown, maybe)
+
+
+def _diffed_files(diffs: list, here: str, unknown: list[str]) -> list[str]:
+    """The files the diffs a call applies name (``git apply``, ``patch``: ``agents.diffs``),
+    a diff file read here (up to ``MAX_DIFF_CHARS``); one that cannot be read is left to
+    the after-call comparison (noted in ``unknown``)."""
+    from agents.diffs import MAX_DIFF_CHARS, diff_paths
+
+    files: list[str] = []
+    unique = list({(d.text, d.file, d.strip, d.folder, d.from_top, d.directory): d for d in diffs}.values())
+    if len(unique) > MAX_LISTED_FOLDERS:  # each is a file read: a long command of them is bounded
+        unknown.append(f"more than {MAX_LISTED_FOLDERS} diffs in this call: past them, checked after the call")
+        unique = unique[:MAX_LISTED_FOLDERS]
+    for diff in unique:
+        text = diff.text
+        if text is None:
+            from protocol.files import read_regular
+
+            path = os.path.join(here, diff.file)
+            try:  # a regular file only: a FIFO would hang the hook, a device never end
+                text = read_regular(path, MAX_DIFF_CHARS).decode("utf-8", "replace")
+            except (OSError, ValueError) as exc:
+                unknown.append(f"{path}: the diff cannot be read ({type(exc).__name__}): the files it names are checked after the call")
+                continue
+        root = os.path.join(here, diff.folder)
+        if diff.from_top:
+            from protocol.discovery import locate
+
+            place = locate(root)
+            root = str(place.worktree) if place.in_git else root
+        files = list(dict.fromkeys(files + [os.path.join(root, diff.directory, name) for name in diff_paths(text, diff.strip)]))
+        if len(files) > MAX_GLOB_MATCHES:
+            unknown.append(f"more than {MAX_GLOB_MATCHES} files in the diffs of this call: checked after the call")
+            return files[:MAX_GLOB_MATCHES]
+    return files
 
 
 def _formatted_files(formatted: list[tuple[str, tuple[str, ...]]], here: str, unknown: list[str]) -> list[str]:
@@ -172,6 +217,13 @@ def _formatted_files(formatted: list[tuple[str, tuple[str, ...]]], here: str, un
     import subprocess
 
     files: list[str] = []
+    by_folder: dict[str, tuple[str, ...]] = {}  # `black src; black src`: one listing, the suffixes together
+    for folder, suffixes in formatted:
+        by_folder[folder] = tuple(dict.fromkeys(by_folder.get(folder, ()) + tuple(suffixes)))
+    formatted = list(by_folder.items())
+    if len(formatted) > MAX_LISTED_FOLDERS:  # each folder costs a git run: a long command of them is bounded
+        unknown.append(f"more than {MAX_LISTED_FOLDERS} folders whose files this call may rewrite: past them, checked after the call")
+        formatted = formatted[:MAX_LISTED_FOLDERS]
     for folder, suffixes in formatted:
         path = os.path.join(here, folder)
         if not os.path.isdir(path):
@@ -207,6 +259,8 @@ def _folders_as_files(paths: list[str], unknown: list[str]) -> tuple[list[str], 
         if not os.path.isdir(path) or os.path.islink(path):
             files.append(path)
             continue
+        if os.path.basename(os.path.normpath(path)) == ".git":
+            continue  # git's own files: not listed (the resolver drops them anyway)
         inside = []
         for folder, subfolders, names in os.walk(path):
             subfolders[:] = sorted(d for d in subfolders if d != ".git")
@@ -251,13 +305,15 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     from agents.paths import WriteElsewhere
 
     found = targets(client, event)
+    paths = _with_link_targets(found.paths, str(event.get("cwd") or os.getcwd()))
     try:
-        patterns = list(dict.fromkeys(p for p in (resolve(path) for path in found.paths) if p))
+        patterns = list(dict.fromkeys(p for p in (resolve(path) for path in paths) if p))
         maybe = list(dict.fromkeys(p for p in (resolve(path) for path in found.maybe) if p and p not in patterns))
     except WriteElsewhere as exc:
         return deny(client, f"lockstep: {exc}")
     if not patterns and not maybe:
         return Answer(0, "{}")
+    patterns, maybe = _within_one_message(patterns, maybe)
     verdict, reason, *more = decide(patterns, maybe)
     context = more[0] if more else ""  # the agent's messages and tasks not shown yet
     if verdict == "block":
@@ -267,6 +323,21 @@ def before_tool(client: str, event: dict, decide: Decide, resolve: Callable[[str
     if context:
         return warn(client, context, CLIENT_EVENTS[client])
     return Answer(0, "{}")
+
+
+def _within_one_message(patterns: list[str], maybe: list[str]) -> tuple[list[str], list[str]]:
+    """As many of the files as one intent carries (``INTENT_BYTES``), the files written
+    first: an intent past the message cap was refused whole, so a call naming many long
+    names went unasked, held files and all.  What is left out is checked after the call."""
+    budget = INTENT_BYTES
+    kept: tuple[list[str], list[str]] = ([], [])
+    for listed, into in ((patterns, kept[0]), (maybe, kept[1])):
+        for pattern in listed:
+            budget -= len(pattern.encode("utf-8", "surrogateescape")) + 8  # its bytes and the framing around it
+            if budget < 0:
+                return kept
+            into.append(pattern)
+    return kept
 
 
 def agent_for(client: str, event: dict) -> str:
@@ -430,15 +501,51 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         if not places[0].in_git:
             return None  # a client outside any repository: nothing to coordinate
         try:
-            pattern, root = located(path, places[0], cwd, literal=True)
+            pattern, root = _located_link(path, places[0], cwd) or located(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
+        if ".git" in pattern.split("/"):
+            return None  # git's own files (.git/config, a worktree's .git file): no content of the repository
+        if pattern == "**" or pattern.endswith("/"):
+            # A folder: its files were listed (``_folders_as_files``) or said to be too many;
+            # one that does not exist (`rm -rf build/`, `mkdir -p new/`) holds none.  Asked
+            # for, it made the coordinator refuse the whole intent, held files and all.
+            return None
         check_own_worktree(path, pattern, root, places[0])
         # A name with a control character is refused by the coordinator: asking for it
         # would leave the call's other files uncoordinated too.
         return None if CONTROL_CHARACTER.search(pattern) else pattern
 
     return resolve
+
+
+def _located_link(path: str, place, cwd: str):
+    """A symbolic link is a file of its own folder (``rm link`` writes the link, not what
+    it points to): (its pattern, worktree), or None when ``path`` is no link."""
+    from agents.paths import located
+    from protocol.paths import canonical, escape
+
+    full = os.path.join(cwd, path)
+    if full.endswith("/") or not os.path.islink(full):
+        return None  # 'link/' is what it points to
+    folder, name = os.path.split(full)
+    pattern, root = located(folder, place, cwd, literal=True)
+    return canonical(("" if pattern == "**" else pattern.rstrip("/") + "/") + escape(name)), root
+
+
+def _with_link_targets(paths: list[str], cwd: str) -> list[str]:
+    """The paths, and after each link to a file what it points to: ``echo x > link``
+    writes that file, ``rm link`` the link (both are asked for)."""
+    found: list[str] = []
+    for path in paths:
+        found.append(path)
+        full = os.path.join(cwd, path)
+        try:
+            if os.path.islink(full) and not os.path.isdir(full):
+                found.append(os.path.realpath(full))
+        except (OSError, ValueError):  # a name the system refuses: the resolver says so
+            pass
+    return found
 
 
 def _decider(client: str, event: dict, endpoint: str | None) -> Decide:

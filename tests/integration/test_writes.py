@@ -124,6 +124,104 @@ def test_shell_and_patch_writes_of_a_held_file_are_denied_for_every_client(repo,
     assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}["src/fresh.py"] == "bob"
 
 
+def test_shell_command_lines_agents_write_with_are_refused_before_they_write_a_held_file(repo, coordinator):
+    """Each command line writes src/app.py, which alice holds; bob's shell call is
+    denied before it runs, naming her (each was let through unasked before)."""
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    commands = [
+        "sed -i s#print#log#g src/app.py",  # '#' inside a word is no comment
+        "cp src/app.py{,.bak} && mv src/app.py{.bak,}",  # braces give mv its destination
+        "timeout -s KILL 60 tee src/app.py < /dev/null",  # -s takes a value: tee is the command
+        "env -C src touch app.py",  # env -C runs touch in src
+        "git checkout main src/app.py",  # a commit then a file, without '--'
+        "cat <<E\\OF > /dev/null\nx\nEOF\ntruncate -s 0 src/app.py",  # the document ends at EOF
+        "rm -rf build/ && mkdir -p out/ && echo x > src/app.py",  # a folder that is not there holds no file
+        f"echo x > /dev/..{repo.other / 'src' / 'app.py'}",  # not a device once normalised
+    ]
+    for command in commands:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        assert answer.returncode == 0, (command, answer.stderr)
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny", (command, answer.stdout)
+        assert "alice" in decision["permissionDecisionReason"], (command, decision)
+    assert (repo.other / "src" / "app.py").read_text() == "print('hi')\n"
+
+
+def test_a_diff_applied_to_a_held_file_is_refused_before_it_is_applied(repo, coordinator):
+    """git apply / patch write the files their diff names (a file, or a here-document):
+    they are asked for before the call, as an edit of them is."""
+    coordinator(*FAST)
+    diff = "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-print('hi')\n+print('bye')\n"
+    (repo.other / "fix.diff").write_text(diff)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    for command in ("git apply fix.diff", "cd src && git apply ../fix.diff", "patch -p1 < fix.diff", f"patch -p1 <<'EOF'\n{diff}EOF"):
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], (command, answer.stdout)
+    # a check applies nothing and asks nothing
+    event["tool_input"]["command"] = "git apply --check fix.diff"
+    assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
+
+
+def test_find_or_xargs_rewriting_the_files_found_is_refused_while_one_of_them_is_held(repo, coordinator):
+    """``find src -name '*.py' -exec sed -i ... {} +`` and ``grep -rl x src | xargs sed
+    -i ...`` rewrote a held file before anyone was asked: the files they may write (git's,
+    under the folders searched, with the -name suffix) are now checked."""
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    for command in ("find src -name '*.py' -exec sed -i s/hi/bye/ {} +", "grep -rl hi src | xargs sed -i s/hi/bye/"):
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], (command, answer.stdout)
+    event["tool_input"]["command"] = "find src -name '*.md' -delete"  # none of alice's files
+    assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
+
+
+def test_a_symlink_and_a_file_named_like_a_glob_are_asked_for_as_themselves(repo, coordinator):
+    """``rm 'src/[ab].py'`` writes the file named so (it was asked as src/a.py, which the
+    glob matches); a symbolic link is a file of its own (a link to a folder was asked as
+    that folder, which no intent may name, so the whole call went uncoordinated)."""
+    coordinator(*FAST)
+    (repo.root / "link").symlink_to("src/app.py")
+    (repo.root / "folder-link").symlink_to("src")
+    (repo.root / "src" / "[ab].py").write_text("literal\n")
+    (repo.root / "src" / "a.py").write_text("a\n")
+    assert _git(repo.root, "add", ".").returncode == 0 and _git(repo.root, "commit", "-qm", "links").returncode == 0
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+
+    def hook(agent: str, command: str) -> dict:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": agent})
+        assert answer.returncode == 0, (command, answer.stderr)
+        return json.loads(answer.stdout or "{}")
+
+    def denied(document: dict) -> bool:
+        decision = document.get("hookSpecificOutput", {})
+        return decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"]
+
+    assert cli("claim", "--literal", "src/[ab].py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    assert denied(hook("bob", "rm 'src/[ab].py'"))
+    assert denied(hook("bob", "rm folder-link && echo x > src/app.py"))
+    # alice's own call on the link claims the link; bob's is then refused
+    assert hook("alice", "rm folder-link") == {}
+    assert denied(hook("bob", "ln -sfn lib folder-link"))
+    # the quotes are gone when the command is read: what the glob matches is asked for
+    # too, as is the file a link to a file points to (echo x > link writes it)
+    assert cli("release", "--all", "--agent", "alice", cwd=repo.root).rc == 0
+    assert hook("bob", "rm link 'src/[ab].py'") == {}
+    holders = {c["pattern"]: c["holder"] for c in status(repo)["claims"]}
+    assert holders == {"link": "bob", "src/app.py": "bob", "src/\\[ab].py": "bob", "src/a.py": "bob"}, holders
+
+
 def test_a_formatter_run_on_a_folder_is_refused_while_another_agent_holds_a_file_it_may_rewrite(repo, coordinator):
     coordinator(*FAST)
     (repo.other / ".gitignore").write_text("build/\n")

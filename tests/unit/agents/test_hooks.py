@@ -93,3 +93,15 @@ def test_post_tool_use_checks_the_hash_of_what_write_was_given():
 def test_input_that_is_not_a_hook_event_is_refused(text):
     with pytest.raises(hooks.HookInputError):
         hooks.parse_event(text)
+
+
+def test_a_write_to_gits_own_files_is_nobodys_business(tmp_path, monkeypatch):
+    """An edit of .git/config (or a hook script in .git/hooks) asked the coordinator
+    for '.git/config', claiming a file that is no content of the repository."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setenv("LOCKSTEP_ENDPOINT", "tcp://127.0.0.1:9")  # nobody there: asking would fail
+    for path in (".git/config", str(tmp_path / ".git" / "hooks" / "pre-commit")):
+        verdict, reason, _ = hooks.write_intent("alice", path, str(tmp_path))
+        assert verdict == "allow" and "git's own file" in reason, path

@@ -25,6 +25,12 @@ CASES = [
     ("grep x a.py", []),
     ('echo "a > b" > c', ["c"]),
     ("echo x # > not-a-target", []),
+    # a '#' inside a word is text, not a comment (sed's other delimiter, an anchor)
+    ("sed -i s#a#b#g src/app.py && echo x > held.py", ["src/app.py", "held.py"]),
+    ("touch notes#1.md", ["notes#1.md"]),
+    ("echo x;#rm y\ntouch z", ["z"]),
+    ("ls|#rm y\ntouch z", ["z"]),
+    ("echo 'a # b' > f # rm g", ["f"]),
     # tee, sed -i, perl -i
     ("ls | tee -a listing.txt other.txt", ["listing.txt", "other.txt"]),
     ("sed -i s/a/b/ src/main.py", ["src/main.py"]),
@@ -47,12 +53,37 @@ CASES = [
     ("mkdir -p -m 755 src/new", ["src/new"]),
     ("truncate -s 0 log", ["log"]),
     ("ln -s target link", ["link"]),
+    ("ln -sfn releases/v2 current", ["current"]),  # -n: the link itself, even to a folder
+    ("cp -T build out", ["out"]),
+    ("ln -s ../shared/config.py", ["config.py"]),
     ("dd if=/dev/zero of=disk.img bs=1k", ["disk.img"]),
     ("chmod +x run.sh", ["run.sh"]),
+    # tools that write the file an option or an operand names
+    ("curl -sSLo vendor/lib.js https://x/lib.js", ["vendor/lib.js"]),
+    ("curl https://x --output=a.json -D headers.txt", ["a.json", "headers.txt"]),
+    ("wget -qO data.csv https://x/data.csv", ["data.csv"]),
+    ("sort -u -o names.txt names.txt", ["names.txt"]),
+    ("iconv -f latin1 -t utf8 -o out.txt in.txt", ["out.txt"]),
+    ("uniq in.txt out.txt", ["out.txt"]),
+    ("jq . a.json | sponge a.json", ["a.json"]),
+    ("patch -d src app.py fix.diff", ["src/app.py"]),
+    ("rsync -a build/ dist/ && rsync lib.py vendor/", ["dist/", "vendor/lib.py"]),
+    ("gzip big.log", ["big.log", "big.log.gz"]),
+    ("gunzip -k data.gz", ["data"]),
+    ("tar czf out.tgz src", ["out.tgz"]),
+    ("gawk -i inplace -v n=1 '{print}' a.txt", ["a.txt"]),
     ("install -m 644 a.cfg etc/a.cfg", ["etc/a.cfg"]),
+    # a brace expression gives a copy its operands: the last one is the destination
+    ("cp settings.py{,.bak}", ["settings.py.bak"]),
+    ("mv settings.py{.bak,}", ["settings.py.bak", "settings.py"]),
+    ("cp src/{a,b}.py dest", ["dest/a.py", "dest/b.py"]),
+    ("git mv {old,new}.py", ["old.py", "new.py"]),
     # git
     ("git checkout -- a.py b.py", ["a.py", "b.py"]),
     ("git checkout HEAD~1 -- a.py", ["a.py"]),
+    # without '--': a commit then files, or files of a conflict
+    ("git checkout main src/app.py src/b.py", ["src/app.py", "src/b.py"]),
+    ("git checkout --theirs src/app.py", ["src/app.py"]),
     ("git restore a.py", ["a.py"]),
     ("git restore --source HEAD~2 a.py", ["a.py"]),
     ("git restore --staged a.py", []),
@@ -70,13 +101,32 @@ CASES = [
     ("true || rm -f x", ["x"]),
     ("FOO=1 sudo -u root env X=1 touch q", ["q"]),
     ("timeout 5 rm x", ["x"]),
+    # a wrapper's option values are not the command; env -C / sudo -D run it elsewhere
+    ("timeout -s KILL 5 rm x", ["x"]),
+    ("timeout -k 1 --signal TERM 5s tee x", ["x"]),
+    ("stdbuf -o L tee x", ["x"]),
+    ("exec -a name tee x", ["x"]),
+    ("/usr/bin/time -f %e -o timing.txt tee x", ["timing.txt", "x"]),
+    ("env -C sub touch x; touch y", ["sub/x", "y"]),
+    ("env --chdir=sub touch x", ["sub/x"]),
+    ("sudo -D sub touch x", ["sub/x"]),
+    ("env -S 'tee x'", ["x"]),
+    ("doas -u root tee x", ["x"]),
+    ("setsid -w tee x", ["x"]),
     ("if true; then rm x; fi", ["x"]),
     ('bash -c "rm -rf build"', ["build"]),
+    ("eval 'rm x' && eval sed -i s/a/b/ y", ["x", "y"]),  # eval runs its words joined
     ("sh -c 'cd src && touch y'", ["src/y"]),
     ("cat > f <<EOF\nrm q\nEOF\ntouch z", ["f", "z"]),
     ("cat <<'EOF' > f\nhello 'world\nEOF", ["f"]),
+    # the delimiter is a shell word, quotes removed: the document ends where bash ends it
+    ("cat <<E\\OF > f\nx\nEOF\ntouch g", ["f", "g"]),
+    ("cat <<@@ > f\nit's\n@@\ntouch g", ["f", "g"]),
+    ("cat <<'END OF' > f\nx\nEND OF\ntouch g", ["f", "g"]),
     ("rm ~/outside", None),  # expanded by the caller's home: checked below
     ("echo x > /abs/path", ["/abs/path"]),
+    ("echo x > /dev/null 2>/dev/stderr; cd /dev && touch null", []),
+    ("echo x > /dev/../repo/held.py", ["/dev/../repo/held.py"]),  # not a device: the caller resolves it
 ]
 
 
@@ -97,17 +147,24 @@ UNKNOWN = [
     ("echo $(rm x)", "command substitution"),
     ("echo `date` > f", "command substitution"),
     ("git checkout main", "switch branches"),
+    ("git checkout -b topic main", "switches branches"),
     ("git reset --hard", "git reset"),
     ("git stash pop", "git stash"),
     ("find . -name '*.pyc' -delete", "find"),
     ("ls | xargs rm", "xargs"),
-    ("eval 'rm x'", "eval"),
+    ("eval \"rm $X\"", "eval"),
     ('echo "unterminated', "cannot be split"),
     ("cd $DIR && rm x", "run time"),
     ("cd && rm x", "home"),
     ("diff <(a) <(b)", "process substitution"),
     ("bash script.sh", "script"),
     ("echo x >", "no target"),
+    ("cp f{1..5000} dest", "too many"),
+    ("curl -s https://x/fix.diff | patch -p1", "its diff names"),
+    ("tar -xzf vendor.tgz", "archive holds"),
+    ("unzip -o a.zip", "archive holds"),
+    ("wget https://x/y.tgz", "after the URL"),
+    ("curl -O https://x/y.tgz", "after the URL"),
 ]
 
 
@@ -121,6 +178,19 @@ def test_unknown_keeps_what_it_did_read() -> None:
     found = write_targets("echo $(rm x) > $OUT; touch y")
     assert found.targets == ["x", "y"]
     assert found.unknown
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("echo `touch a`", ["a"]),  # backquotes run their command like $(...)
+    ('echo "`sed -i s/x/y/ b`"', ["b"]),
+    ('x="$(rm -f c)"', ["c"]),  # quoted: one word, but the command still runs
+    ('echo "$(echo "$(touch deep)")"', ["deep"]),
+    ('cd sub && echo "a $(touch d) b $(touch e)"', ["sub/d", "sub/e"]),
+    ("echo '$(touch no)' '`touch no`' > f", ["f"]),  # single quotes: text
+    ("sed -i 's/$(OLD)/$(NEW)/' Makefile", ["Makefile"]),
+])
+def test_commands_in_substitutions_are_read(command: str, expected: list[str]) -> None:
+    assert write_targets(command).targets == expected
 
 
 def test_cd_to_unknown_drops_later_relative_targets_but_not_absolute() -> None:
@@ -137,6 +207,8 @@ def test_globs_are_left_to_the_caller() -> None:
 
 def test_is_dir_decides_copy_into_folder() -> None:
     assert write_targets("cp a.py dest", is_dir=lambda p: p == "dest").targets == ["dest/a.py"]
+    assert write_targets("ln -sfn v2 current", is_dir=lambda p: p == "current").targets == ["current"]
+    assert write_targets("mv -T new old", is_dir=lambda p: p == "old").targets == ["new", "old"]
     assert write_targets("cp a.py dest", is_dir=lambda p: False).targets == ["dest"]
     assert write_targets("cd x && mv a.py dest", is_dir=lambda p: p == "x/dest").targets == ["x/a.py", "x/dest/a.py"]
 
@@ -228,8 +300,73 @@ def test_cd_prefix_joins(folder: str, name: str) -> None:
     ("git restore --source HEAD a.py", ["a.py"]),
     ("git restore --source HEAD~2 a.py", []),
     ("git checkout -- a.py && echo x > a.py", []),  # written by something else too
+    ("git checkout HEAD a.py", ["a.py"]),
+    ("git checkout main a.py", []),
     ("cd src && git restore a.py", ["src/a.py"]),
 ])
 def test_what_git_only_puts_back_is_listed_as_restored(command, restores):
     found = write_targets(command)
     assert found.restores == restores and set(restores) <= set(found.targets)
+
+
+DIFF = "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def test_a_diff_applied_is_handed_to_the_caller() -> None:
+    """git apply / patch write the files their diff names: a here-document's text, or
+    the diff file for the caller to read (they were only 'may rewrite any file')."""
+    found = write_targets(f"git apply - <<'EOF'\n{DIFF}EOF\ntouch after")
+    assert found.targets == ["after"] and [(d.text, d.strip, d.from_top) for d in found.diffs] == [(DIFF, 1, True)]
+    found = write_targets("cd sub && patch -p2 < ../fix.diff; git apply --directory=lib -p0 x.diff")
+    assert [(d.file, d.strip, d.folder, d.from_top, d.directory) for d in found.diffs] == [
+        ("sub/../fix.diff", 2, "sub", False, ""), ("sub/x.diff", 0, "sub", True, "lib")]
+    assert write_targets("patch -i fix.diff").diffs[0].strip is None  # no -p: the name only
+    for writes_nothing in ("git apply --check x.diff", "git apply --cached x.diff", "git apply --stat x.diff"):
+        assert write_targets(writes_nothing).diffs == [] and not write_targets(writes_nothing).unknown
+    assert "given at run time" in write_targets("curl -s https://x/y.diff | git apply").unknown[0]
+    assert [d.file for d in write_targets("cat fix.diff | patch -p1").diffs] == ["fix.diff"]
+
+
+@pytest.mark.parametrize(("command", "formatted"), [
+    ("find src -name '*.py' -exec sed -i 's/a/b/' {} +", [("src", (".py",))]),
+    ("find src tests -name '*.py' -o -name '*.pyi' -delete", [("src", (".py", ".pyi")), ("tests", (".py", ".pyi"))]),
+    ("cd app && find . -name 'x[0-9].py' -exec rm {} \\;", [("app", ("",))]),  # a test not read: any file
+    ("find src -type f -exec grep -l x {} +", []),  # reads only
+    ("find src -exec cp {} /tmp/backup/ \\;", []),  # writes elsewhere, not the files found
+    ("find . -type d -empty -delete", []),  # folders only
+])
+def test_find_writing_the_files_it_finds_names_their_folders(command, formatted) -> None:
+    """find -delete / -exec sed -i {} were only 'unknown': a held file under the folder
+    was rewritten before anyone was asked.  The folders (with the -name suffixes) are
+    now candidates, checked against other agents' claims."""
+    found = write_targets(command)
+    assert found.formatted == formatted and any("find" in why for why in found.unknown)
+
+
+@pytest.mark.parametrize(("command", "formatted"), [
+    ("grep -rl foo src | xargs sed -i 's/foo/bar/g'", [("src", ("",))]),
+    ("rg -l foo src tests | xargs perl -pi -e s/a/b/", [("src", ("",)), ("tests", ("",))]),
+    ("grep -rl --include='*.py' foo . | xargs -0 -n 1 sed -i s/a/b/", [(".", (".py",))]),
+    ("git ls-files src | xargs -I{} sed -i s/a/b/ {}", [("src", ("",))]),
+    ("cd app && find . -name '*.ts' | xargs rm", [("app", (".ts",))]),
+    ("grep -r foo src | xargs sed -i s/a/b/", []),  # lines, not file names
+    ("grep -rl foo src | xargs grep bar", []),  # reads only
+    ("cat list | xargs rm", []),  # from a file: unknown, left to the after-call comparison
+])
+def test_xargs_writing_files_another_command_lists_names_their_folders(command, formatted) -> None:
+    """``grep -rl x src | xargs sed -i ...`` rewrote a held file before anyone was asked
+    ('xargs' was only unknown): the folders the listing command searches are candidates."""
+    found = write_targets(command)
+    assert found.formatted == formatted and any("xargs" in why for why in found.unknown)
+
+
+SHELL_PIECES = ["$(", ")", "`", "'", '"', "\\", "<<", "<<-", "EOF", "\n", "#", "{", "}", ",", "..", "*", "[", " ", ";", "|", "&&", ">",
+                "<", "2>&1", "cd ", "sed -i ", "git apply ", "patch -p1 ", "xargs ", "find . -exec ", "{}", " +", "eval ", "env -C ",
+                "timeout -s ", "bash -c ", "a", "b/", "-", "--", "$x", "\0"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(SHELL_PIECES), max_size=60))
+def test_never_raises_on_shell_like_text(pieces: list[str]) -> None:
+    found = write_targets("".join(pieces))
+    assert all(isinstance(p, str) for p in found.targets + found.globs)

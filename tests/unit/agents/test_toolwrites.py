@@ -184,3 +184,129 @@ def test_a_target_with_a_nul_byte_is_unknown_not_an_error(tmp_path) -> None:
     found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "rm 'x\0y'/* && touch ok"}, "cwd": str(tmp_path)})
     assert found.paths == [str(tmp_path / "ok")]
     assert found.unknown == ["the target 'x\\x00y/*' contains a NUL byte, which no file name has"]
+
+
+def test_a_link_is_asked_for_as_itself_and_a_file_named_like_a_glob_as_that_file(tmp_path) -> None:
+    """A symbolic link resolved to what it points to (``rm link`` was asked as the file;
+    a link to a folder as that folder, which no intent may name); ``rm '[ab].py'`` was
+    asked as ``a.py`` only (the quotes are gone when the command is read)."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x")
+    (tmp_path / "[ab].py").write_text("literal")
+    (tmp_path / "a.py").write_text("a")
+    (tmp_path / "link").symlink_to("src/app.py")
+    (tmp_path / "folder-link").symlink_to("src")
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path), "tool_input": {}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    for command in ("rm link", "rm folder-link", "rm '[ab].py'"):
+        event["tool_input"]["command"] = command
+        toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked == [["link", "src/app.py"], ["folder-link"], ["\\[ab].py", "a.py"]]
+
+
+def test_gits_own_files_are_never_asked_for(tmp_path) -> None:
+    """``rm -rf .git`` asked to claim up to a thousand files under .git/ (objects, hooks,
+    the coordinator's own state): none is a file of the repository's content."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path), "tool_input": {}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    event["tool_input"]["command"] = "rm -rf .git; echo x > .git/hooks/pre-commit; cd .git && touch config; cd ../sub && touch .git ok"
+    toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked == [["sub/ok"]]
+
+
+def test_the_files_a_diff_names_are_asked_for_and_a_fifo_is_not_read(tmp_path) -> None:
+    """``git apply fix.diff`` / ``patch -p1 < fix.diff`` were 'may rewrite any file':
+    the files they write were asked for only after the call.  A diff that is a FIFO is
+    not opened (the hook would wait for a writer forever)."""
+    import os
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "fix.diff").write_text("diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    os.mkfifo(tmp_path / "pipe.diff")
+
+    def shell(command: str, cwd=tmp_path):
+        return toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(cwd)})
+
+    assert shell("git apply fix.diff").paths == [str(tmp_path / "src" / "a.py")]
+    assert shell("git apply ../fix.diff", tmp_path / "sub").paths == [str(tmp_path / "src" / "a.py")]  # from the top
+    assert shell("patch -p1 < fix.diff && patch -d sub -p0 -i fix.diff").paths == [
+        str(tmp_path / "src" / "a.py"), str(tmp_path / "sub" / "a" / "src" / "a.py"), str(tmp_path / "sub" / "b" / "src" / "a.py")]
+    found = shell("git apply pipe.diff && git apply gone.diff")
+    assert found.paths == [] and [why.split(":")[0] for why in found.unknown] == [str(tmp_path / "pipe.diff"), str(tmp_path / "gone.diff")]
+
+
+def test_the_folders_a_call_may_rewrite_are_listed_once_each_and_boundedly(tmp_path) -> None:
+    """``black src;`` repeated listed src with git once per repeat (a 100,000-character
+    command of them held the hook for over half a minute); now each folder is listed
+    once, and past ``MAX_LISTED_FOLDERS`` folders the rest is left to the after-call
+    comparison."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for index in range(toolwrites.MAX_LISTED_FOLDERS + 5):
+        (tmp_path / f"d{index}").mkdir()
+        (tmp_path / f"d{index}" / "a.py").write_text("x")
+
+    def shell(command: str):
+        return toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
+
+    assert shell("black d0; black d0 && find d0 -name '*.py' -delete").maybe == [str(tmp_path / "d0" / "a.py")]
+    folders = " ".join(f"d{index}" for index in range(toolwrites.MAX_LISTED_FOLDERS + 5))
+    found = shell(f"black {folders}")
+    assert len(found.maybe) == toolwrites.MAX_LISTED_FOLDERS
+    assert found.unknown == [f"more than {toolwrites.MAX_LISTED_FOLDERS} folders whose files this call may rewrite: past them, checked after the call"]
+
+
+def test_the_diffs_of_a_call_are_read_once_each_and_boundedly(tmp_path) -> None:
+    """``git apply fix.diff;`` repeated read the diff once per repeat, and its one file
+    counted again each time until 'more than 1000 files' gave up on the call."""
+    (tmp_path / "fix.diff").write_text("--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": "patch -p1 < fix.diff;" * 2000}, "cwd": str(tmp_path)})
+    assert found.paths == [str(tmp_path / "src" / "a.py")] and found.unknown == []
+    for index in range(toolwrites.MAX_LISTED_FOLDERS + 1):
+        (tmp_path / f"{index}.diff").write_text(f"--- a/f{index}\n+++ b/f{index}\n")
+    command = ";".join(f"patch -p1 -i {index}.diff" for index in range(toolwrites.MAX_LISTED_FOLDERS + 1))
+    found = toolwrites.targets("claude", {"tool_name": "Bash", "tool_input": {"command": command}, "cwd": str(tmp_path)})
+    assert len(found.paths) == toolwrites.MAX_LISTED_FOLDERS and "more than" in found.unknown[0]
+
+
+def test_a_call_naming_more_than_one_intent_carries_asks_for_the_first_files_not_none(tmp_path) -> None:
+    """Four hundred names of 800 characters made an intent past the message cap,
+    refused whole: the call went unasked, its other (held) files too.  Now the intent
+    carries the files it can, those written first."""
+    import subprocess
+
+    from protocol import messages
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    long_names = "/".join(letter * 200 for letter in "xyzw") + "/{100..499}"  # braces: 400 names of 800 bytes
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(tmp_path),
+             "tool_input": {"command": f"echo x > held.py; touch {long_names}"}}
+    asked: list[list[str]] = []
+
+    def decide(patterns, maybe):
+        asked.append(patterns)
+        return ("allow", "")
+
+    toolwrites.before_tool("claude", event, decide, toolwrites._resolver(event))
+    assert asked[0][0] == "held.py" and sum(len(p.encode()) for p in asked[0]) < messages.MAX_MESSAGE_BYTES - 16 * 1024
+    assert len(asked[0]) > 100
