@@ -311,22 +311,13 @@ def _cut_comments(command: str) -> str:
     quote = ""
     index = start = 0
     while index < len(command):
-        char = command[index]
-        if quote:
-            if char == quote:
-                quote = ""
-            elif char == "\\" and quote == '"':
-                index += 1
-        elif char == "\\":
-            index += 1
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (index == 0 or command[index - 1] in _WORD_ENDS):
+        after, quote, bare = _shell_step(command, index, quote)
+        if bare and command[index] == "#" and (index == 0 or command[index - 1] in _WORD_ENDS):
             kept.append(command[start:index])
             end = command.find("\n", index)
             index = start = len(command) if end < 0 else end
             continue
-        index += 1
+        index = after
     kept.append(command[start:])
     return "".join(kept)
 
@@ -394,26 +385,32 @@ def _heredocs_in(line: str) -> list[tuple[str, str]]:
     quote = ""
     index = 0
     while index < len(line):
-        char = line[index]
-        if quote:
-            if char == quote:
-                quote = ""
-            elif char == "\\" and quote == '"':
-                index += 1
-        elif char == "\\":
-            index += 1
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (index == 0 or line[index - 1] in _WORD_ENDS):
+        after, quote, bare = _shell_step(line, index, quote)
+        if bare and line[index] == "#" and (index == 0 or line[index - 1] in _WORD_ENDS):
             break  # a comment
-        elif line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
+        if bare and line.startswith("<<", index) and not line.startswith("<<<", index) and (index == 0 or line[index - 1] != "<"):
             opened = _heredoc_at(line, index)
             if opened is not None:
                 found.append(opened[:2])
                 index = opened[2]
                 continue
-        index += 1
+        index = after
     return found
+
+
+def _shell_step(text: str, index: int, quote: str) -> tuple[int, str, bool]:
+    """Read ``text[index]`` as the shell does: (the index after it and what it escapes,
+    the quote open after it, whether it is bare: outside quotes, not escaped, no quote)."""
+    char = text[index]
+    if quote:
+        if char == quote:
+            return index + 1, "", False
+        return index + (2 if char == "\\" and quote == '"' else 1), quote, False
+    if char == "\\":
+        return index + 2, "", False
+    if char in "'\"":
+        return index + 1, char, False
+    return index + 1, "", True
 
 
 def _heredoc_at(line: str, index: int) -> tuple[str, str, int] | None:

@@ -46,6 +46,17 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+def bare_origin(worktree: Path, tmp_path: Path, push: str | None = "main") -> Path:
+    """A bare repository (``tmp_path/remote.git``) added as ``worktree``'s ``origin``,
+    with ``push`` (a refspec) pushed to it: somewhere for the push guard to guard."""
+    remote = tmp_path / "remote.git"
+    _git(tmp_path, "init", "-q", "--bare", str(remote))
+    _git(worktree, "remote", "add", "origin", str(remote))
+    if push is not None:
+        _git(worktree, "push", "-q", "origin", push)
+    return remote
+
+
 @dataclass
 class Repo:
     root: Path  # the main worktree

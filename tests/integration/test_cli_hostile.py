@@ -251,15 +251,20 @@ def test_the_guard_checks_a_commit_of_any_size(repo, coordinator):
     assert free.rc == 0 and free.json["allowed"] and len(free.json["files"]) == 12_000, free.out[:500]
 
 
-def test_the_guard_sees_a_persons_commit_of_a_held_file_when_status_is_summarised(repo, coordinator, agents):
-    """Over STATUS_LIST_LIMIT of claims the status lists none (a summary): the guard read
-    that as nobody holding anything and let a person commit a held file."""
+def _summarised_status_held_by_bulk(repo, coordinator, agents) -> None:
+    """16,000 claims of agent bulk (many/dNN/…): past STATUS_LIST_LIMIT, status lists none."""
     coordinator(*FAST)
     bulk = agents("bulk", repo.root)
     for start in range(0, 16_000, 2_000):
         granted = bulk.do("claim", paths=[f"many/d{i // 100}/f{i:06d}_{'y' * 40}.py" for i in range(start, start + 2_000)], timeout=60)
         assert granted.get("token"), granted
     assert cli("status", "--json", cwd=repo.root).json["summarised"]
+
+
+def test_the_guard_sees_a_persons_commit_of_a_held_file_when_status_is_summarised(repo, coordinator, agents):
+    """Over STATUS_LIST_LIMIT of claims the status lists none (a summary): the guard read
+    that as nobody holding anything and let a person commit a held file."""
+    _summarised_status_held_by_bulk(repo, coordinator, agents)
     _stage(repo.other, ["many/d7/f000700_" + "y" * 40 + ".py"])
     person = cli("guard", "pre-commit", "--json", cwd=repo.other, timeout=120)
     assert person.rc == 1 and "held by bulk" in person.json["reason"], person
@@ -268,12 +273,7 @@ def test_the_guard_sees_a_persons_commit_of_a_held_file_when_status_is_summarise
 def test_a_persons_big_commit_under_a_summarised_status_is_asked_folder_by_folder(repo, coordinator, agents):
     """Under a summarised status the guard asked the coordinator file by file: a person's
     commit of 100,000 files took ten minutes in the hook."""
-    coordinator(*FAST)
-    bulk = agents("bulk", repo.root)
-    for start in range(0, 16_000, 2_000):
-        granted = bulk.do("claim", paths=[f"many/d{i // 100}/f{i:06d}_{'y' * 40}.py" for i in range(start, start + 2_000)], timeout=60)
-        assert granted.get("token"), granted
-    assert cli("status", "--json", cwd=repo.root).json["summarised"]
+    _summarised_status_held_by_bulk(repo, coordinator, agents)
     held = "many/d7/f000700_" + "y" * 40 + ".py"
     _stage(repo.other, [held, "many/d7/new.py", *(f"work/d{i // 100}/f{i}.py" for i in range(3_000))])
 

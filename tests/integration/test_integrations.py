@@ -6,7 +6,7 @@ import hashlib
 import json
 import subprocess
 
-from .conftest import LOCKSTEP, cli, env_for, status
+from .conftest import LOCKSTEP, bare_origin, cli, env_for, status
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 
@@ -87,10 +87,7 @@ def test_the_git_guard_refuses_commits_of_files_another_agent_holds_in_every_wor
 
 def test_the_git_guard_refuses_a_push_of_files_another_agent_holds(repo, coordinator, tmp_path):
     coordinator(*FAST)
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    _git(repo.root, "remote", "add", "origin", str(remote))
-    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    bare_origin(repo.root, tmp_path)
     assert cli("guard", "install", cwd=repo.root).rc == 0
     (repo.root / "src" / "app.py").write_text("changed\n")
     _git(repo.root, "commit", "-qam", "a change")  # nobody held it yet

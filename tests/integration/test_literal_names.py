@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .conftest import cli, env_for, make_repo, status, wait_until
+from .conftest import bare_origin, cli, env_for, make_repo, status, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 NAME = "a[1].py"
@@ -53,10 +53,7 @@ def test_the_guard_names_the_file_as_written_and_says_its_merge_hold_on_push(rep
     coordinator(*FAST)
     _with_bracketed_file(repo)
     _bob_commits_and_releases(repo)
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    assert _git(repo.root, "remote", "add", "origin", str(remote)).returncode == 0
-    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    bare_origin(repo.root, tmp_path)
     assert _git(repo.root, "checkout", "-q", "-b", "person").returncode == 0
     (repo.root / NAME).write_text("a person's change\n")
     assert _git(repo.root, "commit", "-qam", "a person's change").returncode == 0

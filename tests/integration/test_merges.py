@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import cli, env_for, status, wait_until
+from .conftest import bare_origin, cli, env_for, status, wait_until
 
 FAST = ("--heartbeat", "0.2", "--liveness", "3", "--lock-delay", "1")
 
@@ -216,10 +216,7 @@ def test_the_guard_refuses_a_persons_commit_and_push_of_a_path_in_anothers_merge
     assert cli("release", "--all", "--agent", "bob", cwd=repo.other).rc == 0
     assert "src/app.py" in _merge_holds(repo)
     # a commit made before the hold existed (so pre-commit never saw it), pushed now
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    _git(repo.root, "remote", "add", "origin", str(remote))
-    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    bare_origin(repo.root, tmp_path)
     _git(repo.root, "checkout", "-q", "-b", "person")
     (repo.root / "src" / "app.py").write_text("a person's change\n")
     assert _git(repo.root, "commit", "-qam", "a person's change").returncode == 0
@@ -238,9 +235,7 @@ def test_a_push_is_checked_for_its_own_commits_not_those_already_on_the_integrat
     coordinator(*FAST)
     _change_on_main(repo)  # alice's work, landed
     assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0  # and she goes on with it
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    _git(repo.root, "remote", "add", "origin", str(remote))
+    bare_origin(repo.root, tmp_path, push=None)
     assert cli("guard", "install", cwd=repo.root).rc == 0
     bob = {"LOCKSTEP_AGENT": "bob"}
     assert _git(repo.other, "merge", "-q", "main").returncode == 0  # as the stale-base gate asks
@@ -336,10 +331,7 @@ def test_commits_on_a_branch_the_agent_switched_away_from_are_merge_held_at_rele
 
 def test_a_force_push_after_rebasing_onto_main_is_checked_for_the_rebased_commits_only(repo, coordinator, tmp_path):
     coordinator(*FAST)
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    _git(repo.root, "remote", "add", "origin", str(remote))
-    assert _git(repo.root, "push", "-q", "origin", "main").returncode == 0
+    bare_origin(repo.root, tmp_path)
     assert cli("guard", "install", cwd=repo.root).rc == 0
     bob = {"LOCKSTEP_AGENT": "bob"}
     (repo.other / "src" / "bob.py").write_text("bob's file\n")

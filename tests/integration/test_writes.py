@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from .conftest import LOCKSTEP, cli, env_for, status
+from .conftest import LOCKSTEP, bare_origin, cli, env_for, status
 
 FAST = ("--heartbeat", "0.2", "--liveness", "5", "--lock-delay", "1")
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hooks"
@@ -48,10 +48,7 @@ def test_the_guard_refuses_a_rename_or_delete_of_a_held_file(repo, coordinator):
 
 def test_the_push_guard_refuses_a_rename_or_delete_of_a_held_file(repo, coordinator, tmp_path):
     coordinator(*FAST)
-    remote = tmp_path / "remote.git"
-    assert _git(tmp_path, "init", "-q", "--bare", str(remote)).returncode == 0
-    assert _git(repo.other, "remote", "add", "origin", str(remote)).returncode == 0
-    assert _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/base").returncode == 0
+    bare_origin(repo.other, tmp_path, push="HEAD:refs/heads/base")
     (repo.other / "src" / "gone.py").write_text("gone\n")
     assert _git(repo.other, "add", "src/gone.py").returncode == 0 and _git(repo.other, "commit", "-qm", "gone").returncode == 0
     assert _git(repo.other, "push", "-q", "origin", "HEAD:refs/heads/base").returncode == 0
