@@ -29,6 +29,7 @@ import sys
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, TextIO
 
 from protocol import jsontext
+from protocol.messages import MIN_TTL
 
 # Newest first: the versions of the initialize handshake this server speaks.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -77,7 +78,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "claim",
         "description": "Claim files, folders or globs before working on them. Refused (isError) when another live agent holds them: the holders are named.",
-        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "minimum": 0.01, "description": "seconds (at least 0.01)"}, "literal": _LITERAL}, ("paths",)),
+        "inputSchema": _arguments({"paths": _PATHS, "shared": {"type": "boolean"}, "ttl": {"type": "number", "minimum": MIN_TTL, "description": f"seconds (at least {MIN_TTL:g})"}, "literal": _LITERAL}, ("paths",)),
         "outputSchema": {
             "type": "object",
             "properties": {"granted": {"type": "boolean"}, "token": {"type": ["integer", "null"]}, "patterns": _STRINGS, "conflicts": {"type": "array"}, "warnings": {"type": "array"}},

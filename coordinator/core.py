@@ -53,7 +53,6 @@ AGENT_NAME, check_agent_name = m.AGENT_NAME, m.check_agent_name  # the rule live
 _BRANCH = re.compile(r"[A-Za-z0-9._@+/-]{1,200}")  # what ``lockstep land`` accepts as a branch name
 TOKEN_RESERVATION = 10_000  # tokens reserved per durable commit: each is an fsync the turn waits for
 CONFLICTS_LISTED = 20  # conflicts named in one refusal or decision; the rest are counted
-MIN_TTL = 0.01  # seconds: a shorter claim or one-shot session would have ended before it was used
 PID_MAX = 2**31 - 1  # pid_t is a signed 32-bit integer
 CLAIM_ROW_BYTES = 75  # a status's claim row in msgpack, field names included, before its strings
 ANSWERS_KEPT = 32  # per live session: answers a retried request gets again
@@ -1402,15 +1401,15 @@ def _stale_reasons(stale: list[m.StaleBase]) -> list[str]:
 
 
 def _check_ttl(ttl: float | None) -> None:
-    """A TTL is a finite number of seconds, at least ``MIN_TTL``: an infinite one would
+    """A TTL is a finite number of seconds, at least ``m.MIN_TTL``: an infinite one would
     show as ``Infinity`` (not JSON) in status, and one of 5e-324 s was granted as a claim
     that had expired before its reply left; no TTL is written as none."""
     if ttl is None:
         return
     if not 0 < ttl < math.inf:
         raise PeerError("bad_request", f"ttl must be positive and finite, not {ttl}")
-    if ttl < MIN_TTL:
-        raise PeerError("bad_request", f"ttl {ttl:g} s is too short: at least {MIN_TTL:g} s (it would expire before it is used)")
+    if ttl < m.MIN_TTL:
+        raise PeerError("bad_request", f"ttl {ttl:g} s is too short: at least {m.MIN_TTL:g} s (it would expire before it is used)")
 
 
 def _check_pid(pid: int | None) -> None:

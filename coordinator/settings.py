@@ -18,6 +18,7 @@ from probes.schema import Table, dec_hook
 from probes.settings import MODES, VERIFY_POLICIES, settings
 from probes.tomlfile import explain
 from protocol.errors import UsageError
+from protocol.messages import MIN_TTL
 
 __all__ = ["MODES", "VERIFY_POLICIES", "Settings", "load_settings"]
 
@@ -47,10 +48,10 @@ REMOTE_FSYNC = "power-loss"
 # Durations a coordinator cannot keep to, (least, most) in seconds, refused at start: a
 # heartbeat of 5e-324 s had every client beat in a busy loop, one of 1e308 s (times the
 # liveness, past the float range) never let a silent agent go stale, and a one-shot TTL
-# of 5e-324 s ended each command's session as it opened (claims' TTLs: core.MIN_TTL).
+# of 5e-324 s ended each command's session as it opened (a claim's TTL has the same least).
 DURATION_BOUNDS: dict[str, tuple[float, float | None]] = {
     "heartbeat": (0.01, 86400.0),
-    "oneshot_ttl": (0.01, None),
+    "oneshot_ttl": (MIN_TTL, None),
 }
 
 

@@ -93,6 +93,7 @@ class Watch(Request, frozen=True, kw_only=True, tag="watch"):
     pid_started: float | None = None
 
 
+MIN_TTL = 0.01  # seconds: a shorter claim or one-shot session would have ended before it was used
 MERGING_LIMIT = 16  # commits a merge in progress may name (an octopus merge's MERGE_HEAD lines)
 
 

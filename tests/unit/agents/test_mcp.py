@@ -87,7 +87,7 @@ def test_an_integer_past_64_bits_is_a_tool_error_and_nothing_runs():
 
 
 def test_a_ttl_under_0_01_s_or_a_token_under_1_is_a_tool_error_and_nothing_runs():
-    # the schemas took ttl 5e-324 and token 0, which the coordinator refuses (core.MIN_TTL)
+    # the schemas took ttl 5e-324 and token 0, which the coordinator refuses (protocol.messages.MIN_TTL)
     for name, args, field in (
         ("claim", {"paths": ["a"], "ttl": 5e-324}, "ttl"),
         ("claim", {"paths": ["a"], "ttl": 0.009}, "ttl"),
