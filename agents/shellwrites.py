@@ -20,6 +20,9 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   ``2>`` arrives as ``2`` then ``>``).  We do not use a full bash grammar library: the
   maintained one (``bashlex``) is GPL, which this MIT project cannot ship, and a write
   target needs only the simple-command structure, which the tokens give exactly.
+  ``shlex`` knows no ANSI-C quoting: a bare ``$'...'`` is decoded first, as bash does
+  (``$'a\\x62c'`` is the word ``abc``; a malformed escape stays as written, a NUL ends
+  the text), and a bare ``$"..."`` is read as ``"..."``.
 * A command list is split at ``&& || ; | & |&`` and newlines into simple commands.  ``(``
   opens a subshell whose ``cd`` does not leak out; ``cd DIR`` (and ``pushd``) re-bases the
   relative paths of the commands after it.
@@ -205,7 +208,7 @@ _OPERATORS = sorted(
 
 
 def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(_backquotes_as_dollar(_cut_comments(command)), posix=True, punctuation_chars=";&|<>()\n")
+    lexer = shlex.shlex(_backquotes_as_dollar(_cut_comments(_ansi_c_quoted(command))), posix=True, punctuation_chars=";&|<>()\n")
     lexer.commenters = ""  # shlex starts a comment at any '#', even inside a word: cut above
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
@@ -299,6 +302,97 @@ def _read(command: str, is_dir, result: ShellWrites, base: str | None, depth: in
             words.append(token)
         index += 1
     finish()
+
+
+def _ansi_c_quoted(command: str) -> str:
+    """The command with each bare ``$'...'`` (ANSI-C quoting) written as the single-quoted
+    text bash decodes it to (``$'a\\x62c'`` is ``'abc'``), and each bare ``$"..."`` (a
+    translated string) as ``"..."``: ``shlex`` knows neither and would keep the ``$``.
+    An unclosed ``$'`` is left as written (``shlex`` then says it cannot split it)."""
+    if "$'" not in command and '$"' not in command:
+        return command
+    out: list[str] = []
+    quote = ""
+    index = start = 0
+    while index < len(command):
+        after, quote, bare = _shell_step(command, index, quote)
+        if bare and command[index] == "$" and command.startswith("'", index + 1):
+            end = index + 2
+            while end < len(command) and command[end] != "'":
+                end += 2 if command[end] == "\\" else 1
+            if end >= len(command):
+                break  # unclosed
+            text = _ansi_c_decoded(command[index + 2 : end])
+            out += [command[start:index], "'", text.replace("'", "'\\''"), "'"]
+            index = start = end + 1
+            continue
+        if bare and command[index] == "$" and command.startswith('"', index + 1):
+            out.append(command[start:index])
+            start = index + 1  # $"text" is "text" (bash translates it only with a message catalogue)
+        index = after
+    out.append(command[start:])
+    return "".join(out)
+
+
+_ANSI_C_SIMPLE = {"a": b"\a", "b": b"\b", "e": b"\x1b", "E": b"\x1b", "f": b"\f", "n": b"\n", "r": b"\r", "t": b"\t", "v": b"\v",
+                  "\\": b"\\", "'": b"'", '"': b'"', "?": b"?"}
+_ANSI_C_DIGITS = {"x": 2, "u": 4, "U": 8}  # the most hex digits each escape reads
+_OCTAL = frozenset("01234567")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _ansi_c_decoded(text: str) -> str:
+    """The text of ``$'text'`` as bash decodes it: ``\\n \\t \\\\ \\' \\"`` and the other
+    C escapes, ``\\NNN`` (octal) and ``\\xHH`` (bytes), ``\\uHHHH`` / ``\\UHHHHHHHH``
+    (characters), ``\\cX`` (control-X).  A malformed escape (``\\q``, ``\\x`` with no
+    digit) stays as written, as in bash; a NUL byte ends the text, as in bash (a C string).
+    Bytes that are no UTF-8 are kept as the file system's names hold them
+    (``surrogateescape``)."""
+    out = bytearray()
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\" or index + 1 >= len(text):
+            out += _utf8(char)
+            index += 1
+            continue
+        letter = text[index + 1]
+        index += 2
+        if letter in _ANSI_C_SIMPLE:
+            out += _ANSI_C_SIMPLE[letter]
+        elif letter in _OCTAL:
+            digits = letter
+            while len(digits) < 3 and index < len(text) and text[index] in _OCTAL:
+                digits += text[index]
+                index += 1
+            out.append(int(digits, 8) & 0xFF)
+        elif letter in _ANSI_C_DIGITS:
+            most = _ANSI_C_DIGITS[letter]
+            digits = ""
+            while len(digits) < most and index < len(text) and text[index] in _HEX:
+                digits += text[index]
+                index += 1
+            value = int(digits, 16) if digits else None
+            if value is None or (letter != "x" and (value > 0x10FFFF or 0xD800 <= value <= 0xDFFF)):
+                out += _utf8("\\" + letter + digits)  # malformed: kept as written
+            elif letter == "x":
+                out.append(value)
+            else:
+                out += chr(value).encode("utf-8")
+        elif letter == "c" and index < len(text) and text[index].isascii():
+            control = text[index]
+            index += 1
+            out.append(0x7F if control == "?" else ord(control.upper()) & 0x1F)
+        else:
+            out += _utf8("\\" + letter)
+    return bytes(out).partition(b"\0")[0].decode("utf-8", "surrogateescape")
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate (JSON allows one): no file name has it
+        return text.encode("utf-8", "surrogatepass")
 
 
 def _cut_comments(command: str) -> str:

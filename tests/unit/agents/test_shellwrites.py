@@ -370,3 +370,31 @@ SHELL_PIECES = ["$(", ")", "`", "'", '"', "\\", "<<", "<<-", "EOF", "\n", "#", "
 def test_never_raises_on_shell_like_text(pieces: list[str]) -> None:
     found = write_targets("".join(pieces))
     assert all(isinstance(p, str) for p in found.targets + found.globs)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("echo x > $'a\\x62c.txt'", ["abc.txt"]),
+    ("touch $'tab\\there' $'new\\nline'", ["tab\there", "new\nline"]),
+    ("rm $'it\\'s' $'back\\\\slash' $'q\\\"'", ["it's", "back\\slash", 'q"']),
+    ("touch $'\\101\\1012' $'\\u00e9t\\u00E9' $'\\U0001F600'", ["AA2", "été", "\U0001F600"]),
+    ("touch $'\\e\\a\\b\\f\\r\\v\\cA\\c?'", ["\x1b\a\b\f\r\v\x01\x7f"]),
+    ("touch $'\\q\\x\\u\\xZZ\\x4g'", ["\\q\\x\\u\\xZZ\x04g"]),  # malformed: kept as written, as bash does
+    ("touch $'a\\0b'c", ["ac"]),  # a NUL ends the decoded text, as in bash
+    ("touch $'\\xc3\\xa9'", ["é"]),  # bytes, read as the UTF-8 they make
+    ("touch pre$'\\x2f'post", ["pre/post"]),
+    ("sed -i s/a/b/ $\"src/app.py\" && echo x > $\"my file\"", ["src/app.py", "my file"]),
+    ("echo \"$'a\\x62c'\" > f", ["f"]),  # in double quotes $'...' is text, not a target
+    ("echo '$'\"'\"'x'\"'\"'' > g", ["g"]),
+    ("echo \\$'abc' > h", ["h"]),
+    ("bash -c $'touch one\\ntouch two'", ["one", "two"]),
+])
+def test_ansi_c_quoting_is_decoded(command: str, expected: list[str]) -> None:
+    """``$'a\\x62c.txt'`` is the file abc.txt: the hook asked for '$a\\x62c.txt', a name
+    nobody holds, and the write went through unchecked."""
+    found = write_targets(command)
+    assert found.targets == expected and not found.unknown, found
+
+
+def test_an_unclosed_ansi_c_quote_is_unknown() -> None:
+    found = write_targets("echo x > $'abc")
+    assert found.targets == [] and any("cannot be split" in why for why in found.unknown)
