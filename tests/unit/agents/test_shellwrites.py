@@ -398,3 +398,28 @@ def test_ansi_c_quoting_is_decoded(command: str, expected: list[str]) -> None:
 def test_an_unclosed_ansi_c_quote_is_unknown() -> None:
     found = write_targets("echo x > $'abc")
     assert found.targets == [] and any("cannot be split" in why for why in found.unknown)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("sed 'w out.txt' f", ["out.txt"]),
+    ("sed -n '/x/w out.txt' f", ["out.txt"]),
+    ("sed -e 's/a/b/w out.txt' f", ["out.txt"]),
+    ("sed -i -e 's/a/b/gw log.txt' -e '/y/W two.txt' f g", ["f", "g", "log.txt", "two.txt"]),
+    ("sed -i.bak '1,3w top 3.txt' x", ["x", "top 3.txt"]),  # the name runs to the end of the line
+    ("sed -ne '\\,w,w o1' f", ["o1"]),  # a \cREGEXc address
+    ("sed '$!{/re/I w sel\n}' f", ["sel"]),
+    ("sed --expression='1~2w odd' f", ["odd"]),
+    ("sed 'a\\\nw text\nw real' f", ["real"]),  # the appended text is no command
+    ("sed 's/w x/y/;/w/d;y/w/v/' f", []),  # a w in a regex or a replacement is no command
+    ("sed 's/a/b/;# w c\nw d' f", ["d"]),
+    ("sed -n 'w /dev/stdout' f", []),
+    ("sed -n p f", []),
+])
+def test_sed_w_writes_its_file(command: str, expected: list[str]) -> None:
+    """``sed 'w out.txt' f`` writes out.txt: it was not read at all (only -i was)."""
+    found = write_targets(command)
+    assert found.targets == expected and not found.unknown, found
+
+
+def test_sed_e_runs_commands() -> None:
+    assert any("e command" in why for why in write_targets("sed 's/x/date/e' f").unknown)
