@@ -158,7 +158,7 @@ def insert(path: Path, rows: list[tuple]) -> None:
 
 def serve(repo: Path) -> tuple[subprocess.Popen, float]:
     t = perf()
-    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "serve", "--heartbeat", "30", "--liveness", "100000"],
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "serve", "--heartbeat", "30", "--liveness", "100"],
                             cwd=repo, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state = repo / ".git" / "lockstep" / "coordinator.json"
     deadline = time.monotonic() + 900

@@ -18,7 +18,6 @@ from probes.schema import Table, dec_hook
 from probes.settings import MODES, VERIFY_POLICIES, settings
 from probes.tomlfile import explain
 from protocol.errors import UsageError
-from protocol.messages import MIN_TTL
 
 __all__ = ["MODES", "VERIFY_POLICIES", "Settings", "load_settings"]
 
@@ -45,14 +44,13 @@ Settings.__doc__ = "Every coordinator setting, flat: [coordinator] keys as is, [
 
 REMOTE_FSYNC = "power-loss"
 
-# Durations a coordinator cannot keep to, (least, most) in seconds, refused at start: a
-# heartbeat of 5e-324 s had every client beat in a busy loop, one of 1e308 s (times the
-# liveness, past the float range) never let a silent agent go stale, and a one-shot TTL
-# of 5e-324 s ended each command's session as it opened (a claim's TTL has the same least).
-DURATION_BOUNDS: dict[str, tuple[float, float | None]] = {
-    "heartbeat": (0.01, 86400.0),
-    "oneshot_ttl": (MIN_TTL, None),
-}
+# Durations a coordinator cannot keep to, (least, most) in seconds, refused at start
+# (declared with each setting: ``probes.settings``): a heartbeat of 5e-324 s had every
+# client beat in a busy loop, one of 1e308 s (times the liveness, past the float range)
+# never let a silent agent go stale, a one-shot TTL of 5e-324 s ended each command's
+# session as it opened (a claim's TTL has the same least), and a lock delay or a git
+# timeout of 1e308 s held a path, or waited on git, for ever.
+DURATION_BOUNDS: dict[str, tuple[float, float | None]] = {s.name: s.seconds for s in settings() if s.seconds is not None}
 
 
 def load_settings(repo_root: Path | None, *, remote: bool = False, **overrides: object) -> Settings:

@@ -27,6 +27,7 @@ from probes.schema import (
     format_duration,
     format_size,
 )
+from protocol.messages import MIN_TTL
 
 Mode = Literal["parallel-strict", "parallel-warn", "serial"]
 FreshBase = Literal["block", "warn", "off"]
@@ -36,11 +37,14 @@ MODES: tuple[str, ...] = get_args(Mode)
 VERIFY_POLICIES: tuple[str, ...] = get_args(VerifyPolicy)
 
 
-def setting(meaning: str, *, flag: str | None = None, metavar: str | None = None) -> Meta:
+def setting(meaning: str, *, flag: str | None = None, metavar: str | None = None,
+            seconds: tuple[float, float | None] | None = None) -> Meta:
     """A field's documentation: what it means and the ``serve`` flag that sets it.
 
-    A flag starting with ``--no-`` turns a boolean setting off."""
-    return Meta(description=meaning, extra={"flag": flag, "metavar": metavar})
+    A flag starting with ``--no-`` turns a boolean setting off.  ``seconds``: a duration's
+    (least, most) in seconds (None: no most), which the coordinator holds it to when it
+    starts (``coordinator.settings``)."""
+    return Meta(description=meaning, extra={"flag": flag, "metavar": metavar, "seconds": seconds})
 
 
 class CoordinatorConfig(Table):
@@ -51,21 +55,22 @@ class CoordinatorConfig(Table):
         flag="--mode",
     )] = "parallel-strict"
     heartbeat: Annotated[PositiveSeconds, setting(
-        "interval between an agent's heartbeats", flag="--heartbeat", metavar="S",
+        "interval between an agent's heartbeats", flag="--heartbeat", metavar="S", seconds=(0.01, 86400.0),
     )] = 1.0
-    liveness: Annotated[int, Meta(ge=1), setting(
+    liveness: Annotated[int, Meta(ge=1, le=100), setting(
         "heartbeats missed before an agent is stale: stale after heartbeat × liveness of silence",
         flag="--liveness", metavar="N",
     )] = 3
     lock_delay: Annotated[Seconds, setting(
         "how long a stale holder that may still be alive keeps its paths before anyone else may take them", flag="--lock-delay", metavar="S",
+        seconds=(0.0, 86400.0),
     )] = 10.0
     auto_claim: Annotated[bool, setting(
         "in the parallel modes, an allowed write intent on an unclaimed path claims it for the writer", flag="--no-auto-claim",
     )] = True
     oneshot_ttl: Annotated[PositiveSeconds, setting(
         "life of a session opened by a one-shot CLI call (renewed by each call of that agent)",
-        flag="--oneshot-ttl", metavar="S",
+        flag="--oneshot-ttl", metavar="S", seconds=(MIN_TTL, 86400.0),
     )] = 900.0
     fresh_base: Annotated[FreshBase, setting(
         "a write or claim of a path that the integration branch changed in a commit the agent's HEAD lacks "
@@ -95,7 +100,7 @@ class VerifyConfig(Table):
         "when the verify suite runs: after every batch of edits, when the agent says it is done, "
         "or never (then `done` is not gated)",
     )] = "before-final-answer"
-    max_repair_loops: Annotated[int, Meta(ge=0), setting(
+    max_repair_loops: Annotated[int, Meta(ge=0, le=100), setting(
         "failing verify rounds per agent turn before verify stops re-running and the failure report stands",
     )] = 3
     turn_gate: Annotated[bool, setting(
@@ -131,7 +136,7 @@ class LandConfig(Table):
         "how long each git command of a landing may run (the merge, the scratch checkout, the move of the "
         "integration branch and of its checkout): past it git and the hooks it started (a `reference-transaction` "
         "hook that never returns) are ended and the landing is refused `blocked`, naming the command; the queue "
-        "goes on with the next landing",
+        "goes on with the next landing", seconds=(0.01, 86400.0),
     )] = 120.0
 
 
@@ -188,6 +193,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
     metavar: str | None
     choices: tuple[str, ...]  # for a Literal type; () otherwise
     minimum: int | None  # for an integer with a lower bound
+    maximum: int | None = None  # for an integer with an upper bound
+    seconds: tuple[float, float | None] | None = None  # a duration's (least, most) the coordinator holds it to
     unit: str = ""  # "age" or "size" for those custom types
 
     @property
@@ -219,6 +226,11 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "size (`500MB`, `1GB`, `64MiB`) ≥ 1MB"
         if isinstance(self.default, bool):
             return "boolean"
+        if isinstance(self.default, float) and self.seconds is not None:
+            least, most = self.seconds
+            if most is None:
+                return f"duration ≥ {format_duration(least)}"
+            return f"duration from {format_duration(least) if least else '0'} to {format_duration(most)}"
         if isinstance(self.default, float):
             return "duration ≥ 0" if self.minimum == 0 else "duration"
         if isinstance(self.default, str):
@@ -227,6 +239,8 @@ class SettingInfo(msgspec.Struct, frozen=True):
             return "table of strings"
         if isinstance(self.default, list):
             return "list of strings"
+        if self.minimum is not None and self.maximum is not None:
+            return f"integer from {self.minimum} to {self.maximum}"
         return "integer" + (f" ≥ {self.minimum}" if self.minimum is not None else "")
 
 
@@ -259,6 +273,8 @@ def settings() -> tuple[SettingInfo, ...]:
                         0 if isinstance(inner, msgspec.inspect.CustomType) and inner.cls is Seconds else None
                     ),
                     unit={Age: "age", Size: "size"}.get(getattr(inner, "cls", None), ""),
+                    maximum=getattr(inner, "le", None) if isinstance(inner, msgspec.inspect.IntType) else None,
+                    seconds=extra.get("seconds"),
                 )
             )
     return tuple(found)

@@ -32,6 +32,10 @@ from .base import (
     main,
 )
 
+# Probes a coordinator runs at once: each is a process (or a fetch) of its own, so
+# 2**63 was as good as no limit at all.
+MAX_PROBE_LIMIT = 1024
+
 
 def _setting_options(fn):
     """One option per setting that has a flag, generated from the settings schema
@@ -77,7 +81,8 @@ def _flag_values(flags: dict[str, object]) -> dict[str, object]:
     "(`lockstep invite`, `lockstep join`); local agents keep the private ipc socket.",
 )
 @click.option("--pub-endpoint", metavar="URL", help="Publication endpoint (default: beside the request endpoint).")
-@click.option("--probe-limit", type=click.IntRange(min=1), metavar="N", help="Probes run at once (default: the CPU count).")
+@click.option("--probe-limit", type=click.IntRange(min=1, max=MAX_PROBE_LIMIT), metavar="N",
+              help=f"Probes run at once, 1 to {MAX_PROBE_LIMIT} (default: the CPU count).")
 @click.option("--detach", is_flag=True, help="Run in the background; return once it serves.")
 @json_option
 @handle_errors

@@ -182,3 +182,34 @@ def test_a_timeout_of_1e308_seconds_waits_as_any_long_one(repo, coordinator):
         shown = cli("status", "--json", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": value})
         assert shown.rc == 0 and "Traceback" not in shown.err, shown
         assert cli("claim", "--agent", "t", "src/app.py", cwd=repo.root, env={"LOCKSTEP_TIMEOUT": value}).rc == 0
+
+
+SERVE_OUT_OF_RANGE = [
+    (("--probe-limit", "9223372036854775808"), "not in the range 1<=x<=1024"),
+    (("--probe-limit", "1025"), "not in the range 1<=x<=1024"),
+    (("--lock-delay", "1e308"), "lock_delay: 1e+308 s is out of bounds (from 0 s to 86400 s)"),
+    (("--lock-delay", "86401"), "lock_delay: 86401 s is out of bounds (from 0 s to 86400 s)"),
+    (("--oneshot-ttl", "1e308"), "oneshot_ttl: 1e+308 s is out of bounds (from 0.01 s to 86400 s)"),
+    (("--liveness", "9223372036854775807"), "'liveness': 9223372036854775807 is more than the maximum 100"),
+]
+
+
+def test_serve_numbers_past_their_range_are_one_line_and_exit_2(repo):
+    # each was taken: a coordinator served with a lock delay of 1e308 s (a stale holder's
+    # paths held for ever), a probe limit of 2**63 (no limit) or a liveness that never
+    # let a silent agent go stale
+    for args, words in SERVE_OUT_OF_RANGE:
+        _one_line_usage(cli("serve", *args, cwd=repo.root, timeout=20), words)
+    for table, line, words in (
+        ("coordinator", "lock_delay = 1e308", "lock_delay: 1e+308 s is out of bounds"),
+        ("land", "git_timeout = 1e308", "land_git_timeout: 1e+308 s is out of bounds (from 0.01 s to 86400 s)"),
+        ("verify", "max_repair_loops = 1000", "'max_repair_loops': 1000 is more than the maximum 100"),
+    ):
+        (repo.root / "lockstep.toml").write_text(f"[{table}]\n{line}\n")
+        _one_line_usage(cli("serve", cwd=repo.root, timeout=20), words)
+    (repo.root / "lockstep.toml").unlink()
+
+
+def test_serve_numbers_at_the_edge_of_their_range_serve(repo, coordinator):
+    coordinator("--heartbeat", "0.2", "--liveness", "100", "--lock-delay", "86400", "--oneshot-ttl", "86400", "--probe-limit", "1024")
+    assert status(repo)["agents"] == []

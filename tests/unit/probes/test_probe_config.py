@@ -87,23 +87,23 @@ def test_digits_past_a_float_are_a_config_error_not_infinity(key, value):
 
 
 @pytest.mark.parametrize(
-    ("document", "table", "key"),
+    ("document", "table", "key", "why"),
     [
-        ("[coordinator]\nliveness = 99999999999999999999999\n", "[coordinator]", "liveness"),
-        ("[ledger]\nmax_size = 99999999999999999999999\n", "[ledger]", "max_size"),
-        ('[ledger]\nmax_size = "99999999999999999999999GB"\n', "[ledger]", "max_size"),
-        ("[verify]\nmax_repair_loops = 99999999999999999999999\n", "[verify]", "max_repair_loops"),
+        ("[coordinator]\nliveness = 99999999999999999999999\n", "[coordinator]", "liveness", "is more than the maximum 100"),
+        ("[ledger]\nmax_size = 99999999999999999999999\n", "[ledger]", "max_size", "must fit in 64 bits"),
+        ('[ledger]\nmax_size = "99999999999999999999999GB"\n', "[ledger]", "max_size", "must fit in 64 bits"),
+        ("[verify]\nmax_repair_loops = 99999999999999999999999\n", "[verify]", "max_repair_loops", "is more than the maximum 100"),
         ('[[probe]]\nname = "p"\nkind = "command"\nargv = ["true"]\nexpect_exit = -99999999999999999999999\n',
-         "[[probe]] #1", "expect_exit"),
+         "[[probe]] #1", "expect_exit", "must fit in 64 bits"),
     ],
 )
-def test_an_integer_past_64_bits_is_a_config_error(document, table, key):
+def test_an_integer_past_64_bits_is_a_config_error(document, table, key, why):
     # Python reads any TOML integer; one past 64 bits used to be accepted, then crash the
-    # coordinator when a reply carrying it was encoded
+    # coordinator when a reply carrying it was encoded (a setting with a maximum says that)
     with pytest.raises(ConfigError) as info:
         parse_config(document)
     assert info.value.message.startswith(f"lockstep.toml: {table}")
-    assert f"key '{key}': " in info.value.message and "must fit in 64 bits" in info.value.message
+    assert f"key '{key}': " in info.value.message and why in info.value.message
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_a_nul_character_is_a_config_error_naming_the_key(document, where):
 def test_a_flag_past_64_bits_is_a_usage_error():
     from coordinator.settings import load_settings
 
-    with pytest.raises(UsageError, match="key 'liveness': .* must fit in 64 bits"):
+    with pytest.raises(UsageError, match="key 'liveness': .* is more than the maximum 100"):
         load_settings(None, liveness=2**64)
 
 
