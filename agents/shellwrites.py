@@ -43,7 +43,7 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   ``restores``: it brings no new content.
 * ``unknown`` collects the reasons a command may write more than ``targets``: a target
   built from ``$VAR``, ``$(...)`` or backticks, a here-document, ``cd`` to somewhere
-  unknowable, ``xargs``/``find -exec``, ``eval`` of text built at run time (its words are
+  unknowable, ``xargs`` (but see below)/``find -exec``, ``eval`` of text built at run time (its words are
   read as a command: ``eval "rm x"``), git verbs that rewrite many files
   (``git checkout BRANCH``, ``reset --hard``, ``stash``, ...), archives extracted, a
   diff piped into ``patch``/``git apply``, a file ``wget``/``curl -O`` names after its URL,
@@ -54,6 +54,10 @@ unknown command is allowed; the after-the-fact comparison is its safety net.
   are candidates, in ``formatted`` as a formatter's folder is; so are the folders of
   ``grep -rl``/``rg -l``/``git grep -l``/``find``/``git ls-files`` piped into ``xargs``
   running such a command (``grep -rl x src | xargs sed -i s/x/y/``).
+* ``xargs`` given a list file (``xargs rm < list.txt``, ``-a``/``--arg-file``, ``cat list |
+  xargs ...``): the caller reads it (``read_list``, bounded by ``MAX_LIST_BYTES`` and
+  ``MAX_LIST_NAMES``) and its names, split as xargs splits them, are the operands of the
+  command xargs runs.  A list that cannot be read falls back to the rules above.
 * ``git apply``/``git am`` and ``patch`` write the files their diff names: a
   here-document's text, or the diff file (``git apply fix.diff``, ``patch -p1 < fix.diff``,
   ``patch -i``), are handed on in ``diffs`` (``Diff``) for the caller to read
@@ -77,15 +81,18 @@ resolved): the caller resolves them against the command's working directory.
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
 from agents.formatters import FormatterWrites, formatter_writes
 
-__all__ = ["MAX_COMMAND_CHARS", "ShellWrites", "write_targets"]
+__all__ = ["MAX_COMMAND_CHARS", "MAX_LIST_BYTES", "MAX_LIST_NAMES", "ShellWrites", "write_targets"]
 
 MAX_COMMAND_CHARS = 100_000
+MAX_LIST_BYTES = 1 << 20  # an xargs list file read before the call: at most 1 MiB ...
+MAX_LIST_NAMES = 10_000  # ... and this many names (each is asked for)
 _MAX_DEPTH = 3  # bash -c "bash -c '...'" nesting read through
 
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "\n", ";;", ";&", ";;&"})
@@ -173,21 +180,28 @@ class ShellWrites:
     # Diffs applied (``git apply``, ``patch``): the caller reads the files they name.
     diffs: list[Diff] = field(default_factory=list)
     braced: int = 0  # names brace expressions gave so far (all of a command's words share one bound)
+    # How the caller reads a list of names (xargs's: ``xargs rm < list.txt``): the text of
+    # the file at a path as returned (relative to the command's working directory), or
+    # None when it cannot (missing, not a regular file, over ``MAX_LIST_BYTES``).  None:
+    # no list is read, xargs's names are unknown.
+    read_list: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
 
     def note(self, reason: str) -> None:
         if reason not in self.unknown:
             self.unknown.append(reason)
 
 
-def write_targets(command: str, is_dir: Callable[[str], bool] | None = None) -> ShellWrites:
+def write_targets(command: str, is_dir: Callable[[str], bool] | None = None,
+                  read_list: Callable[[str], str | None] | None = None) -> ShellWrites:
     """Read ``command`` (shell text) and return the paths it will write.
 
     ``is_dir(path)`` says whether a path (as returned, relative to the command's working
     directory) is an existing folder; ``cp``/``mv``/``ln`` into a folder write
     ``folder/name``.  Without it only a trailing ``/`` marks a folder, so the result is
-    a pure function of the text.
+    a pure function of the text.  ``read_list(path)`` reads a list of names xargs is given
+    (see ``ShellWrites.read_list``); without it those names are unknown.
     """
-    result = ShellWrites()
+    result = ShellWrites(read_list=read_list)
     _read(command, is_dir or (lambda path: path.endswith("/")), result, "", 0)
     # A path some other writer names too is not a restore only.
     result.restores = [p for p in dict.fromkeys(result.restores) if result.targets.count(p) == result.restores.count(p)]
@@ -696,10 +710,11 @@ def _command(args: list[str], base: str | None, is_dir, result: ShellWrites, dep
             result.note(_OPAQUE[name])
         _read(script, is_dir, result, base, depth + 1)
         return base
+    if name == "xargs":
+        _xargs(rest, base, is_dir, result, depth, stdin)
+        return base
     if name in _OPAQUE:
         result.note(_OPAQUE[name])
-        if name == "xargs":
-            _xargs(rest, base, is_dir, result, depth, stdin)
         return base
     formatter = formatter_writes(args, lambda operand: (joined := _join(base, operand)) is not None and is_dir(joined))
     if formatter is not None:
@@ -735,29 +750,56 @@ def _writes_found(command: list[str], base: str | None, is_dir, result: ShellWri
 
 
 def _xargs(args: list[str], base: str | None, is_dir, result: ShellWrites, depth: int, stdin: Stdin | None) -> None:
-    """``grep -rl x src | xargs sed -i ...``: the files xargs hands on come from the
-    command before it; when that lists files under folders (``grep -r``/``rg``/``git grep``,
-    ``find``, ``git ls-files``, ``ls``), those folders' files are candidates, as for find."""
+    """xargs runs a command on the names it reads.  From a list file (``xargs rm <
+    list.txt``, ``xargs -a list.txt rm``, ``cat list.txt | xargs rm``) the caller reads
+    them now (``ShellWrites.read_list``): the command is read with them as its operands.
+    Otherwise, ``grep -rl x src | xargs sed -i ...``: the files xargs hands on come from
+    the command before it; when that lists files under folders (``grep -r``/``rg``/``git
+    grep``, ``find``, ``git ls-files``, ``ls``), those folders' files are candidates, as
+    for find; else they are unknown."""
     index = 0
     replace = None
+    list_files: list[str] = []
+    separator: str | None = None  # None: blanks and newlines, with quotes (xargs's default)
     while index < len(args) and args[index].startswith("-") and args[index] != "--":
         option = args[index]
+        key, equals, value = option.partition("=")
         if option in ("-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file") and index + 1 < len(args):
+            value = args[index + 1]
             if option == "-I":
-                replace = args[index + 1]
+                replace = value
+            elif option in ("-a", "--arg-file"):
+                list_files.append(value)
+            elif option in ("-d", "--delimiter"):
+                separator = _xargs_delimiter(value)
             index += 1
         elif option.startswith("-I") and len(option) > 2:
             replace = option[2:]
         elif option.startswith("--replace"):
-            replace = option.partition("=")[2] or "{}"
-        elif option == "-i":
-            replace = "{}"
+            replace = value or "{}"
+        elif option.startswith("-i"):
+            replace = option[2:] or "{}"  # -i[STRING], the old spelling of -I
+        elif key == "--arg-file" and equals:
+            list_files.append(value)
+        elif option.startswith("-a") and len(option) > 2:
+            list_files.append(option[2:])
+        elif key == "--delimiter" and equals or option.startswith("-d") and len(option) > 2:
+            separator = _xargs_delimiter(value if equals else option[2:])
+        elif option in ("-0", "--null"):
+            separator = "\0"
         index += 1
     if index < len(args) and args[index] == "--":
         index += 1
     command = args[index:] or ["echo"]
     if replace is not None:
         command = [word.replace(replace, _FOUND) for word in command]
+    if not list_files and stdin is not None:
+        list_files = [stdin.file] if stdin.file is not None else _cat_files(stdin.words or [])
+    names = _listed_names(list_files, base, separator, replace is not None, result) if list_files else None
+    if names is not None and depth < _MAX_DEPTH:
+        _command_on_names(command, names, replace is not None, base, is_dir, result, depth)
+        return
+    result.note(_OPAQUE["xargs"])
     if not _writes_found(command, base, is_dir, result, depth, append=replace is None):
         return
     folders = _listed_folders(stdin.words if stdin is not None and stdin.words else [])
@@ -770,6 +812,109 @@ def _xargs(args: list[str], base: str | None, is_dir, result: ShellWrites, depth
             result.note(f"xargs writes files listed from {folder!r}, known only at run time")
         else:
             result.formatted.append((posixpath.normpath(joined), suffixes))
+
+
+def _xargs_delimiter(value: str) -> str | None:
+    """xargs -d's character: one character, or a C escape (``\\n``, ``\\t``, ``\\0``, ``\\\\``);
+    None (blanks, xargs's default) for one not read here."""
+    escapes = {"\\n": "\n", "\\t": "\t", "\\0": "\0", "\\\\": "\\", "\\r": "\r"}
+    if len(value) == 1:
+        return value
+    return escapes.get(value)
+
+
+def _cat_files(words: list[str]) -> list[str]:
+    """The files ``cat FILE...`` (no option: ``cat -n`` changes the text) prints."""
+    if not words or posixpath.basename(words[0]) != "cat" or len(words) < 2:
+        return []
+    files = words[1:]
+    return [] if any(word.startswith("-") for word in files) else files
+
+
+def _listed_names(files: list[str], base: str | None, separator: str | None, lines: bool, result: ShellWrites) -> list[str] | None:
+    """The names xargs reads from the list ``files`` (joined onto ``base``), split as
+    xargs splits them: at ``separator``, by lines (``-I``), or at blanks and newlines
+    with quotes and backslashes read; None (noted) when a file cannot be read (missing,
+    not a regular file, over ``MAX_LIST_BYTES``, built at run time) or they hold more
+    than ``MAX_LIST_NAMES`` names."""
+    if result.read_list is None:
+        return None
+    names: list[str] = []
+    for file in files:
+        joined = _join(base, posixpath.expanduser(file)) if not ("$" in file or "`" in file or _GLOB_CHARS & set(file)) else None
+        text = result.read_list(joined) if joined is not None else None
+        if text is None:
+            result.note(f"xargs reads its names from {file!r}, which cannot be read now")
+            return None
+        if separator is not None:
+            found = text.split(separator)
+        else:
+            try:
+                found = [_unquoted(line.lstrip(" \t")) for line in text.split("\n")] if lines else shlex.split(text)
+            except ValueError:  # an unclosed quote: xargs refuses the list too
+                result.note(f"xargs cannot split the names in {file!r}")
+                return None
+        names += [name for name in found if name]
+        if len(names) > MAX_LIST_NAMES:
+            result.note(f"xargs reads more than {MAX_LIST_NAMES} names from {file!r}")
+            return None
+    return names
+
+
+def _unquoted(line: str) -> str:
+    """One line of an xargs -I list as one name: its quotes and backslashes read, its
+    blanks kept."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace, lexer.whitespace_split, lexer.commenters = "", True, ""
+    return "".join(lexer)
+
+
+_NAME_OPEN, _NAME_CLOSE = "\ue002", "\ue003"  # around the number of a listed name while the command is read
+_EXPANDED_CHARS = frozenset("$`{~*?[\0")  # what the reading of a target would expand or refuse
+_NAME_MARK = re.compile(f"{_NAME_OPEN}(\\d+){_NAME_CLOSE}")
+
+
+def _command_on_names(command: list[str], names: list[str], replace: bool, base: str | None, is_dir, result: ShellWrites,
+                      depth: int) -> None:
+    """Read ``command`` as xargs runs it on ``names``: appended to it, or put in the place
+    of ``_FOUND`` (``-I``), once per name.  Each name stands in as a mark while the
+    command is read, then is put back: a listed name is literal (no ``$``, brace or glob
+    of the shell touches it)."""
+    probe = ShellWrites(braced=result.braced)
+    # A mark stands for the last part of a name only, so that what a command does with
+    # its folder (``cp -t``'s or ``mv``'s basename) sees the folder; a folder the shell
+    # reading would expand (``$``, braces, a glob) is no folder here: the whole name is marked.
+    marks: list[str] = []
+    shown: list[str] = []  # what each mark is put back as
+    for number, name in enumerate(names):
+        folder, _, last = name.rpartition("/")
+        whole = not folder or not last or bool(set(folder) & _EXPANDED_CHARS)
+        marks.append(f"{_NAME_OPEN}{number}{_NAME_CLOSE}" if whole else f"{folder}/{_NAME_OPEN}{number}{_NAME_CLOSE}")
+        shown.append(name if whole else last)
+    if replace:
+        for mark in marks:
+            _command([word.replace(_FOUND, mark) for word in command], base, is_dir, probe, depth + 1)
+    else:
+        _command(command + marks, base, is_dir, probe, depth + 1)
+
+    def named(text: str) -> str:
+        return _NAME_MARK.sub(lambda found: shown[int(found.group(1))], text)
+
+    result.braced = probe.braced
+    for path in probe.targets:
+        real = named(path)
+        if real == path:
+            result.targets.append(path)
+        elif not (real.startswith("/") and (posixpath.normpath(real) + "/").startswith("/dev/")):
+            result.targets.append(real)
+    result.globs += [named(path) for path in probe.globs]
+    result.restores += [named(path) for path in probe.restores]
+    result.formatted += [(named(folder), suffixes) for folder, suffixes in probe.formatted]
+    for diff in probe.diffs:
+        diff.file = named(diff.file) if diff.file is not None else None
+        result.diffs.append(diff)
+    for reason in probe.unknown:
+        result.note(named(reason))
 
 
 def _listed_folders(words: list[str]) -> tuple[list[str], tuple[str, ...]] | None:

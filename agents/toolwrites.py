@@ -146,7 +146,8 @@ def _patched_by_shell(words: list, here: str) -> list[str]:
 def _shell_targets(command: object, here: str) -> Targets:
     from agents.shellwrites import write_targets
 
-    found = write_targets(command, is_dir=lambda path: os.path.isdir(os.path.join(here, path)))  # type: ignore[arg-type]
+    found = write_targets(command, is_dir=lambda path: os.path.isdir(os.path.join(here, path)),  # type: ignore[arg-type]
+                          read_list=lambda path: _list_text(os.path.join(here, path)))
     # What git only puts back is not asked for: it is how the model reverts a held file it
     # wrote (as the after-call feedback tells it to); a file left changed by it is still
     # reported by the after-call comparison.
@@ -171,6 +172,20 @@ def _shell_targets(command: object, here: str) -> Targets:
     files, unknown = _folders_as_files(paths, unknown)
     maybe = _formatted_files(found.formatted, here, unknown)
     return Targets(files, unknown, maybe)
+
+
+def _list_text(path: str) -> str | None:
+    """The text of a list of names xargs is given (``xargs rm < list.txt``), read before
+    the call; None when it is no regular file (a FIFO would hang the hook), is missing or
+    unreadable, or holds more than ``MAX_LIST_BYTES``: the command's writes are then left
+    to the after-call comparison."""
+    from agents.shellwrites import MAX_LIST_BYTES
+    from protocol.files import read_regular
+
+    try:
+        return read_regular(path, MAX_LIST_BYTES).decode("utf-8", "surrogateescape")
+    except (OSError, ValueError):
+        return None
 
 
 def _diffed_files(diffs: list, here: str, unknown: list[str]) -> list[str]:

@@ -181,6 +181,28 @@ def test_find_or_xargs_rewriting_the_files_found_is_refused_while_one_of_them_is
     assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
 
 
+def test_xargs_on_a_list_file_naming_a_held_file_is_refused_before_it_runs(repo, coordinator):
+    """``xargs rm < list.txt`` removed a held file with only an 'unknown' noted: the list
+    is read before the call and its names are asked for."""
+    coordinator(*FAST)
+    assert cli("claim", "src/app.py", "--agent", "alice", cwd=repo.root).rc == 0
+    (repo.other / "list.txt").write_text("README.md\nsrc/app.py\n")
+    (repo.other / "src" / "names.txt").write_text("app.py\n")
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+    for command in ("xargs rm < list.txt", "xargs -a list.txt rm", "xargs --arg-file=list.txt sed -i s/a/b/",
+                    "cat list.txt | xargs rm", "cd src && xargs rm < names.txt", "xargs -I{} cp README.md {} < list.txt"):
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"})
+        decision = json.loads(answer.stdout or "{}").get("hookSpecificOutput", {})
+        assert decision.get("permissionDecision") == "deny" and "alice" in decision["permissionDecisionReason"], (command, answer.stdout)
+    assert (repo.other / "src" / "app.py").exists()
+    # a list of free files goes on, and claims them for its writer
+    (repo.other / "free.txt").write_text("notes.md\n")
+    event["tool_input"]["command"] = "xargs touch < free.txt"
+    assert _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": "bob"}).stdout.strip() in ("", "{}")
+    assert {c["pattern"]: c["holder"] for c in status(repo)["claims"]}.get("notes.md") == "bob"
+
+
 def test_a_symlink_and_a_file_named_like_a_glob_are_asked_for_as_themselves(repo, coordinator):
     """``rm 'src/[ab].py'`` writes the file named so (it was asked as src/a.py, which the
     glob matches); a symbolic link is a file of its own (a link to a folder was asked as

@@ -351,7 +351,7 @@ def test_find_writing_the_files_it_finds_names_their_folders(command, formatted)
     ("cd app && find . -name '*.ts' | xargs rm", [("app", (".ts",))]),
     ("grep -r foo src | xargs sed -i s/a/b/", []),  # lines, not file names
     ("grep -rl foo src | xargs grep bar", []),  # reads only
-    ("cat list | xargs rm", []),  # from a file: unknown, left to the after-call comparison
+    ("cat list | xargs rm", []),  # a list the reading is given no reader for: unknown, left to the after-call comparison
 ])
 def test_xargs_writing_files_another_command_lists_names_their_folders(command, formatted) -> None:
     """``grep -rl x src | xargs sed -i ...`` rewrote a held file before anyone was asked
@@ -423,3 +423,49 @@ def test_sed_w_writes_its_file(command: str, expected: list[str]) -> None:
 
 def test_sed_e_runs_commands() -> None:
     assert any("e command" in why for why in write_targets("sed 's/x/date/e' f").unknown)
+
+
+LISTS = {
+    "list.txt": "a.txt\nsub/b.txt\n'c d.txt'\n",
+    "sub/list.txt": "x.py y.py\n",
+    "nul.lst": "x $y.py\0{a,b}.py\0*.py\0",
+    "huge.txt": "\n".join(f"f{n}" for n in range(10_001)),
+    "bad.txt": "'unclosed\n",
+}
+
+
+def _read_list(path: str) -> str | None:
+    return LISTS.get(path)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("xargs rm < list.txt", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("xargs -a list.txt rm -f", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("xargs --arg-file=list.txt rm", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("xargs --arg-file list.txt -n 1 rm", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("cat list.txt | xargs rm", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("xargs sed -i s/a/b/ < list.txt", ["a.txt", "sub/b.txt", "c d.txt"]),
+    ("xargs -I{} cp {} out/ < list.txt", ["out/a.txt", "out/b.txt", "out/c d.txt"]),
+    ("xargs -i mv {} {}.bak < sub/list.txt", ["x.py y.py", "x.py y.py.bak"]),  # -I: one name a line
+    ("xargs -d '\\n' rm < list.txt", ["a.txt", "sub/b.txt", "'c d.txt'"]),  # -d: no quotes read
+    ("cd sub && xargs rm < list.txt", ["sub/x.py", "sub/y.py"]),  # the list and its names from the command's folder
+    ("xargs -0 rm < nul.lst", ["x $y.py", "{a,b}.py", "*.py"]),  # a listed name is literal
+    ("xargs grep x < list.txt", []),
+])
+def test_xargs_names_from_a_list_file_are_its_command_operands(command: str, expected: list[str]) -> None:
+    """``xargs rm < list.txt`` removed a held file unasked: xargs was only 'unknown'.
+    The list is read before the call and its names are the command's operands."""
+    found = write_targets(command, read_list=_read_list)
+    assert found.targets == expected and not found.globs and not found.unknown, found
+
+
+@pytest.mark.parametrize(("command", "reason"), [
+    ("xargs rm < missing.txt", "cannot be read now"),
+    ("xargs rm < huge.txt", "more than 10000 names"),
+    ("xargs rm < bad.txt", "cannot split"),
+    ("xargs rm < $LIST", "cannot be read now"),
+])
+def test_an_xargs_list_that_cannot_be_read_leaves_its_names_unknown(command: str, reason: str) -> None:
+    found = write_targets(command, read_list=_read_list)
+    assert found.targets == [] and any(reason in why for why in found.unknown), found
+    assert any("xargs runs a command" in why for why in found.unknown)
