@@ -7,6 +7,15 @@ the folder and everything under it.  In a glob, only the literal leading folders
 resolved; the wildcard part is kept as written.  A *literal* path (``claim --literal``,
 and every path an editor or hook names) is resolved whole and escaped, so a file named
 ``app/[slug]/page.tsx`` is that file and never a glob.
+
+A symbolic link in the repository names two things: the link itself, a file of its own
+folder (``rm link`` and ``ln -sfn`` write it), and what it points to (a write through
+it writes there).  ``claim``, ``release`` and ``intent`` (and the MCP tools so named) name both (``located`` gives
+what it points to, ``located_link`` the link); the hooks ask for the link and, for a
+link to a file, that file (``agents.toolwrites``); ``lockstep run``'s watcher reports a
+link that changed as the link, and a write through it where it lands
+(``agents.watch``).  So an agent holding a link and another writing through it, or
+replacing it, conflict whichever way round.
 """
 
 from __future__ import annotations
@@ -82,6 +91,18 @@ def _located(arg: str, place: Place, cwd: str | os.PathLike | None, literal: boo
     if not text:
         text = "**"
     return canonical(text), root
+
+
+def located_link(arg: str, place: Place, cwd: str | os.PathLike | None = None) -> tuple[str, Path] | None:
+    """The link ``arg`` itself, a file of its own folder: (its literal pattern, the
+    worktree it is in), or None when ``arg`` is no symbolic link (``link/`` is what it
+    points to)."""
+    full = os.path.join(cwd or os.getcwd(), arg)
+    if not arg or full.endswith("/") or not os.path.islink(full):
+        return None
+    folder, name = os.path.split(full)
+    pattern, root = located(folder, place, cwd, literal=True)
+    return canonical(("" if pattern == "**" else pattern.rstrip("/") + "/") + escape(name)), root
 
 
 def _under(path: Path, root: Path) -> bool:

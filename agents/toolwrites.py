@@ -502,7 +502,7 @@ def failure(client: str, problem: str, kind: str | None, fail_closed: bool, loop
 
 
 def _resolver(event: dict) -> Callable[[str], "str | None"]:
-    from agents.paths import check_own_worktree, located
+    from agents.paths import check_own_worktree, located, located_link
     from protocol.discovery import locate
     from protocol.errors import LockstepError
     from protocol.paths import CONTROL_CHARACTER
@@ -516,7 +516,7 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         if not places[0].in_git:
             return None  # a client outside any repository: nothing to coordinate
         try:
-            pattern, root = _located_link(path, places[0], cwd) or located(path, places[0], cwd, literal=True)
+            pattern, root = located_link(path, places[0], cwd) or located(path, places[0], cwd, literal=True)
         except LockstepError:
             return None  # outside the repository (or a name no repository file can have)
         if ".git" in pattern.split("/"):
@@ -532,20 +532,6 @@ def _resolver(event: dict) -> Callable[[str], "str | None"]:
         return None if CONTROL_CHARACTER.search(pattern) else pattern
 
     return resolve
-
-
-def _located_link(path: str, place, cwd: str):
-    """A symbolic link is a file of its own folder (``rm link`` writes the link, not what
-    it points to): (its pattern, worktree), or None when ``path`` is no link."""
-    from agents.paths import located
-    from protocol.paths import canonical, escape
-
-    full = os.path.join(cwd, path)
-    if full.endswith("/") or not os.path.islink(full):
-        return None  # 'link/' is what it points to
-    folder, name = os.path.split(full)
-    pattern, root = located(folder, place, cwd, literal=True)
-    return canonical(("" if pattern == "**" else pattern.rstrip("/") + "/") + escape(name)), root
 
 
 def _with_link_targets(paths: list[str], cwd: str) -> list[str]:

@@ -201,7 +201,7 @@ class WriteReporter:
         is not itself a write, but the files in it are (see ``_files_in``)."""
         files, folders = [], []
         for change, path in changes:
-            if not os.path.isdir(path):
+            if os.path.islink(path) or not os.path.isdir(path):  # a link, even to a folder, is a file of its own
                 files.append(self._relative(path))
             elif change == Change.added:
                 folders.append(self._relative(path))
@@ -214,7 +214,8 @@ class WriteReporter:
         for folder in folders:
             for top, dirs, names in os.walk(self.worktree / folder):
                 dirs[:] = [d for d in dirs if not _scratch(d)]
-                found.extend(self._relative(os.path.join(top, name)) for name in names if not _scratch(name))
+                links = [d for d in dirs if os.path.islink(os.path.join(top, d))]  # a link to a folder is a file of its own
+                found.extend(self._relative(os.path.join(top, name)) for name in names + links if not _scratch(name))
         return found
 
     def _relative(self, path: str) -> str:

@@ -86,13 +86,13 @@ def release(paths, release_all, force, reason, literal, agent, endpoint, as_json
         if not paths or not reason:
             raise Failure("bad_request", "--force needs the PATHs to free and --reason TEXT", EXIT_USAGE)
         by = agent or os.environ.get("USER") or "operator"
-        reply = ask(endpoint, m.Release(paths=_paths(paths, literal=literal), force=True, reason=reason, by=by))
+        reply = ask(endpoint, m.Release(paths=_paths(paths, literal=literal, links=True), force=True, reason=reason, by=by))
     else:
         if not paths and not release_all:
             raise Failure("bad_request", "name the PATHs to release, or pass --all", EXIT_USAGE)
         if paths and release_all:
             raise Failure("bad_request", f"--all releases every claim, so PATHs ({' '.join(paths)}) make no sense with it: pass one or the other", EXIT_USAGE)
-        patterns = _paths(paths, literal=literal) if paths else []
+        patterns = _paths(paths, literal=literal, links=True) if paths else []
 
         def body(session):
             return session.release(patterns, all=release_all)

@@ -83,7 +83,7 @@ def _note_hidden_files(paths, patterns: list[str]) -> None:
 @handle_errors
 def claim(paths, shared, ttl, wait, literal, agent, pid, endpoint, as_json):
     """Claim ``paths`` for ``agent`` (see `lockstep claim --help`)."""
-    patterns = repo_paths(paths, literal=literal)
+    patterns = repo_paths(paths, literal=literal, links=True)
     if not literal:
         _note_hidden_files(paths, patterns)
     if pid is not None:

@@ -40,7 +40,7 @@ def intent(paths: tuple[str, ...], token: int | None, agent: str | None, endpoin
     from agents.oneshot import open_oneshot
     from protocol.errors import EXIT_REFUSED
 
-    targets = repo_paths(paths, literal=literal, concrete=True)
+    targets = repo_paths(paths, literal=literal, concrete=True, links=True)
     with open_oneshot(need_agent(agent), endpoint=endpoint) as session:
         reply = session.intent(targets, token=token)
     payload = {

@@ -465,7 +465,7 @@ def mcp_server(agent, endpoint, as_json):
 
     from agents import mcp
     from agents.oneshot import open_oneshot
-    from agents.paths import repo_relative
+    from agents.paths import located_link, repo_relative
     from protocol import messages as m
     from protocol.errors import LockstepError, PeerError, exit_code_of
 
@@ -495,6 +495,9 @@ def mcp_server(agent, endpoint, as_json):
                 for path in given:
                     refuse_braces(path, literal='"literal": true')
             paths = [repo_relative(p, place, literal=literal) for p in given]
+            # a symbolic link names itself too, as on the command line (agents.paths)
+            links = (located_link(path, place) for path in given)
+            paths += [found[0] for found in links if found is not None and found[0] not in paths]
             if tool == "claim":
                 reply = as_agent(lambda s: s.claim(paths, shared=bool(args.get("shared")), ttl=args.get("ttl")))
                 payload = _claim_payload(reply)

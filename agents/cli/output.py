@@ -163,13 +163,15 @@ def need_agent(agent: str | None) -> str:
     return agent
 
 
-def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concrete: bool = False) -> list[str]:
+def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concrete: bool = False, links: bool = False) -> list[str]:
     """Command-line paths (relative to the current directory) as repo-relative patterns.
 
     ``literal``: each is one file, glob characters included.  ``concrete`` (intents,
     which name files): a path that exists as written is that file, even if its name
-    holds ``[``, ``*`` or ``?``; otherwise it is read as a pattern (and a glob refused)."""
-    from agents.paths import repo_relative
+    holds ``[``, ``*`` or ``?``; otherwise it is read as a pattern (and a glob refused).
+    ``links`` (claim, release, intent): a symbolic link names what it points to and,
+    after all the paths' patterns, the link itself (``agents.paths``)."""
+    from agents.paths import located_link, repo_relative
     from protocol import discovery
 
     place = discovery.locate()
@@ -179,6 +181,9 @@ def repo_paths(args: tuple[str, ...] | list[str], literal: bool = False, concret
         if not as_file:
             refuse_braces(arg)
         patterns.append(repo_relative(arg, place, literal=as_file))
+    if links:
+        own = [found[0] for found in (located_link(arg, place) for arg in args) if found is not None]
+        patterns += [pattern for pattern in own if pattern not in patterns]
     return patterns
 
 

@@ -188,3 +188,23 @@ def test_a_branch_name_with_a_nul_byte_is_a_tool_error_naming_it(repo, coordinat
         assert server.end() == (0, "")
     finally:
         end_process(server.proc)
+
+
+def test_a_link_claimed_through_mcp_names_the_link_and_what_it_points_to(repo, coordinator):
+    # as `lockstep claim LINK` (agents.paths): the link itself, which the hooks ask for
+    # when a call replaces it, and the file it points to
+    coordinator(*FAST)
+    (repo.root / "link").symlink_to("src/app.py")
+    server = McpProcess(repo.root, "--agent", "mcpbot")
+    try:
+        server.send(_call(1, "claim", {"paths": ["link"]}))
+        claimed = server.reply()
+        assert claimed["id"] == 1 and not claimed["result"]["isError"], claimed
+        assert holders(repo) == {"src/app.py": "mcpbot", "link": "mcpbot"}
+        server.send(_call(2, "release", {"paths": ["link"]}))
+        assert not server.reply()["result"]["isError"]
+        assert holders(repo) == {}
+        rc, err = server.end()
+        assert rc == 0 and "Traceback" not in err, err
+    finally:
+        end_process(server.proc)

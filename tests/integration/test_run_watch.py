@@ -233,3 +233,22 @@ def test_a_rewrite_with_the_committed_bytes_or_a_revert_is_no_write(repo, coordi
         assert bob.wait(20) == 0
     finally:
         end_process(bob)
+
+
+def test_a_link_replaced_under_run_is_reported_as_the_link_and_conflicts_with_its_claim(repo, coordinator):
+    # the watcher reported the files of the folder a replaced link points to
+    # (folder-link/util.py), and ``claim folder-link`` claimed only that folder: alice's
+    # claim and bob's replacement of her link never met
+    coordinator(*FAST)
+    (repo.root / "folder-link").symlink_to("src")
+    (repo.root / "lib").mkdir()
+    (repo.root / "lib" / "util.py").write_text("u\n")
+    subprocess.run(["git", "add", "."], cwd=repo.root, check=True, timeout=60)
+    subprocess.run(["git", "commit", "-qm", "link"], cwd=repo.root, check=True, timeout=60, env=env_for())
+    subprocess.run(["git", "merge", "-q", "main"], cwd=repo.other, check=True, timeout=60, env=env_for())
+    assert cli("claim", "folder-link", "--agent", "alice", cwd=repo.root).rc == 0
+    proc = subprocess.run([*LOCKSTEP, "run", "--agent", "bob", "--", "sh", "-c", "ln -sfn lib folder-link"],
+                          cwd=repo.other, env=env_for(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    blocked = [d for d in _intents(repo, "bob") if d["verdict"] == "block"]
+    assert blocked and blocked[0]["paths"] == ["folder-link"] and blocked[0]["holders"] == ["alice"], (_intents(repo, "bob"), proc.stderr)

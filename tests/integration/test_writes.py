@@ -283,3 +283,53 @@ def test_without_a_coordinator_hooks_warn_visibly_or_deny_when_fail_closed(repo)
         document = json.loads(closed.stdout)
         assert closed.returncode == 0
         assert document.get("decision") == "deny" or document["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def _links(repo) -> None:
+    """``link`` -> src/app.py and ``folder-link`` -> src, committed, in both worktrees."""
+    (repo.root / "link").symlink_to("src/app.py")
+    (repo.root / "folder-link").symlink_to("src")
+    (repo.root / "lib").mkdir()
+    (repo.root / "lib" / "util.py").write_text("u\n")
+    assert _git(repo.root, "add", ".").returncode == 0 and _git(repo.root, "commit", "-qm", "links").returncode == 0
+    assert _git(repo.other, "merge", "-q", "main").returncode == 0
+
+
+def test_a_link_claimed_conflicts_with_a_write_through_it_or_of_it_and_the_other_way_round(repo, coordinator):
+    """``claim LINK`` claimed only what the link points to, while the hooks ask for the link
+    itself (``rm link``, ``ln -sfn``): an agent replacing a link another had claimed went
+    through, and a claim of a link another had replaced was granted.  A link names both,
+    for claim and hooks alike."""
+    coordinator(*FAST)
+    _links(repo)
+    event = _fixture("claude", "pre_tool_use_bash.json", repo.other)
+
+    def hook(agent: str, command: str) -> dict:
+        event["tool_input"]["command"] = command
+        answer = _hook("claude", event, repo.other, {"LOCKSTEP_AGENT": agent})
+        assert answer.returncode == 0, (command, answer.stderr)
+        return json.loads(answer.stdout or "{}")
+
+    def denied(document: dict, holder: str = "alice") -> bool:
+        decision = document.get("hookSpecificOutput", {})
+        return decision.get("permissionDecision") == "deny" and holder in decision["permissionDecisionReason"]
+
+    # alice claims the links: both the links and what they point to are hers
+    claimed = cli("claim", "link", "folder-link", "--agent", "alice", "--json", cwd=repo.other)
+    assert claimed.rc == 0, claimed
+    assert {c["pattern"] for c in status(repo)["claims"]} == {"link", "folder-link", "src/app.py", "src/"}
+    for command in ("echo x > src/app.py", "echo x > link", "ln -sf README.md link", "rm link",
+                    "echo x > folder-link/new.py", "echo x > src/new.py", "ln -sfn lib folder-link", "rm folder-link"):
+        assert denied(hook("bob", command)), command
+    assert cli("release", "link", "folder-link", "--agent", "alice", cwd=repo.other).rc == 0
+    assert status(repo)["claims"] == []
+    # the other way round: alice's calls write the links (the hooks claim them for her) ...
+    assert hook("alice", "ln -sfn lib folder-link") == {}
+    assert hook("alice", "echo x > link") == {}
+    assert {c["pattern"] for c in status(repo)["claims"]} == {"folder-link", "link", "src/app.py"}
+    # ... and bob's claims of them, or of what they point to, are refused
+    for path in ("folder-link", "link", "src/app.py"):
+        refused = cli("claim", path, "--agent", "bob", cwd=repo.other)
+        assert refused.rc == 1 and "alice" in refused.out + refused.err, (path, refused)
+    intent = cli("intent", "link", "--agent", "bob", cwd=repo.other)
+    assert intent.rc == 1 and "alice" in intent.out, intent
