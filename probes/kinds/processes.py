@@ -29,10 +29,14 @@ from probes.model import (
 )
 from probes.schema import RUNTIME_ONLY, Regex, RegexList, in_toml
 
+# The most processes a count may ask for: Linux's largest pid_max (2**22); no machine runs
+# more at once, so a larger count (2**63 - 1 was taken) could only ever fail.
+MAX_COUNT = 4_194_304
+
 
 class ProcessesParams(Params):
     match: Annotated[str, in_toml(Regex)]
-    count: Annotated[int, in_toml(Annotated[int, msgspec.Meta(ge=0)])] = 1
+    count: Annotated[int, in_toml(Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)])] = 1
     names: Annotated[list[str] | None, in_toml(RegexList)] = None
     exact: bool = False
     # Pids never counted: the requester's own (`lockstep check processes --match X`
@@ -46,8 +50,8 @@ def check(label: str, params: ProcessesParams) -> None:
             re.compile(pattern)
         except re.error as exc:
             raise ProbeError(f"{label}: {pattern!r} is not a valid regex: {exc}") from None
-    if params.count < 0:
-        raise ProbeError(f"{label}: count must be >= 0")
+    if not 0 <= params.count <= MAX_COUNT:
+        raise ProbeError(f"{label}: count must be from 0 to {MAX_COUNT}, got {params.count}")
 
 
 def target(spec: ProbeSpec, params: ProcessesParams) -> str:

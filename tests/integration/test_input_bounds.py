@@ -213,3 +213,12 @@ def test_serve_numbers_past_their_range_are_one_line_and_exit_2(repo):
 def test_serve_numbers_at_the_edge_of_their_range_serve(repo, coordinator):
     coordinator("--heartbeat", "0.2", "--liveness", "100", "--lock-delay", "86400", "--oneshot-ttl", "86400", "--probe-limit", "1024")
     assert status(repo)["agents"] == []
+
+
+def test_a_process_count_no_machine_can_run_is_one_line_and_exit_2(repo, coordinator):
+    # --count 9223372036854775807 ran the check, which could only fail (exit 1)
+    coordinator(*FAST)
+    for value in ("9223372036854775807", "4194305"):
+        refused = cli("check", "processes", "--match", "python", "--count", value, cwd=repo.root)
+        _one_line_usage(refused, "count must be from 0 to 4194304")
+    assert cli("check", "processes", "--match", "python", "--count", "1", cwd=repo.root).rc == 0
