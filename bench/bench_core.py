@@ -43,13 +43,13 @@ sys.path.insert(0, str(PROJECT))
 
 from coordinator.core import Core  # noqa: E402
 from coordinator.effects import Send  # noqa: E402
+from coordinator.server import GC_THRESHOLD  # noqa: E402  (what serve sets after start-up)
 from coordinator.settings import Settings  # noqa: E402
 from protocol import messages as m  # noqa: E402
 from protocol.codec import decode_request, encode  # noqa: E402
 
 SESSIONS = 100
 TURN = 200  # messages per turn of the request loop under figure 2 of bench_coordinator.py
-SERVE_GC_THRESHOLD = (10_000, 50, 100)  # what coordinator/server.py sets after start-up
 
 
 def workload(per_session: int) -> tuple[Core, list[bytes], list[bytes]]:
@@ -85,7 +85,7 @@ def run_turns(core: Core, frames: list[bytes], start: float, ledger_dir: str) ->
 
     ledger = Ledger.open(Path(ledger_dir) / "ledger.db")
     gc.freeze()
-    gc.set_threshold(*SERVE_GC_THRESHOLD)
+    gc.set_threshold(*GC_THRESHOLD)
     gc.enable()
     receive, epoch = core.receive, core.registry.epoch
     for first in range(0, len(frames), TURN):

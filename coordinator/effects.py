@@ -16,12 +16,12 @@ import msgspec
 from ledger.records import Record
 
 
-class Send(msgspec.Struct, frozen=True):
+class Send(msgspec.Struct, frozen=True, gc=False):  # untracked: see protocol.messages.Message
     peer: Any  # opaque to the core: the shell's routing id
     message: Any
 
 
-class Publish(msgspec.Struct, frozen=True, kw_only=True):
+class Publish(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     kind: str
     message: Any  # a protocol.messages.Publication
 

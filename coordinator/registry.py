@@ -42,7 +42,7 @@ from .lifecycle import ALIVE
 from .mergeholds import MergeHold
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Agent:
     name: str
     session: str
@@ -63,7 +63,9 @@ class Agent:
         return self.state == ALIVE
 
 
-@dataclass(eq=False)  # identity equality: two grants of one pattern are different entries
+# identity equality: two grants of one pattern are different entries; slots: one object
+# per live claim instead of two (no __dict__), for memory and the collector
+@dataclass(eq=False, slots=True)
 class ClaimEntry:
     pattern: Pattern
     agent: str
@@ -75,7 +77,7 @@ class ClaimEntry:
     granted: float = 0.0  # when it was granted, for people: from the ledger across restarts
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Hold:
     """A stale holder's path, kept from everyone else until ``until`` (lock delay)."""
 

@@ -124,6 +124,11 @@ REPLY_RETRY_MAX = 0.05
 PEERS_NAMED = 10_000  # connections whose last session is remembered (to name a cut-off peer)
 REBIND_RETRY = 0.01  # seconds between attempts to bind the remote PUB again after a revocation
 REBIND_PATIENCE = 5.0  # seconds of failed attempts before the log says remote publications stopped
+# The cyclic collector after start-up.  A turn of ~200 claims allocates ~10,000 tracked
+# objects that live until the turn ends: a young collection every 10,000 allocations
+# caught most of them alive and scanned them twice more as they aged; one every 50,000
+# finds them gone (bench/README.md, "The collector").
+GC_THRESHOLD = (50_000, 20, 100)
 
 
 class StorageFailed(UsageError):
@@ -244,7 +249,7 @@ class Server:
                 # Long-lived registry objects make full GC passes slow (tens of ms at 20k
                 # claims): park what start-up built, and collect young objects less often.
                 gc.freeze()
-                gc.set_threshold(10_000, 50, 100)
+                gc.set_threshold(*GC_THRESHOLD)
                 try:
                     write_state(self.place.state_dir, self._state_info())
                 except OSError as exc:

@@ -43,9 +43,10 @@ from protocol.messages import Conflict, ProbeRequest, StaleBase
 HEADER = ("agent", "session", "token")
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True):
+class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A ledger record: what the coordinator appends.  The registry changes only by
-    applying these (coordinator/registry.py)."""
+    applying these (coordinator/registry.py).  Never tracked by the cyclic collector
+    (``gc=False``, as for wire messages: plain data, no cycle through a record)."""
 
     KIND: ClassVar[str] = ""
     DURABLE: ClassVar[bool] = False

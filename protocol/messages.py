@@ -44,9 +44,14 @@ SessionKind = Literal["session", "run", "oneshot"]
 
 
 class Message(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True, omit_defaults=True
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True, omit_defaults=True, gc=False
 ):
-    """Base of every wire message."""
+    """Base of every wire message.
+
+    ``gc=False``: the cyclic collector never tracks a message (its fields are decoded
+    data, which cannot refer back to it).  Under load the loop makes and keeps
+    thousands per second (kept answers, publications), and each tracked one costs a
+    scan in every young collection it lives through."""
 
 
 # --------------------------------------------------------------------------- requests
