@@ -9,8 +9,11 @@
 * A head's lag is one ``git rev-list HEAD..tip`` on a cache miss (see integration.py).
 * For merge holds: which branch each worktree has checked out (read from the files
   under ``worktrees/``; a removed worktree's branch is remembered while it exists), and per agent branch the paths its commits touch that main
-  lacks (``git log tip..branch``), recomputed when that branch moves, or when main
-  moves for the branches that had some.
+  lacks (``git log tip..branch``) and whose content on main differs from the branch's
+  (``git diff-tree tip branch``), recomputed when that branch moves, or when main
+  moves for the branches that had some.  When main moves, a hold whose commits did
+  not reach it but whose file main now has as the branch has it (a squash or rebase
+  merge) is reported too (``same_on_tip``).
 """
 
 from __future__ import annotations
@@ -175,7 +178,8 @@ class RefWatcher:
         """Per path, the commits of branch ``name`` touching it that the tip lacks."""
         index = self.index
         span = [name] if index.tip is None else [name, "--not", index.tip]
-        out = await self._git("log", "--no-renames", "--name-only", "-z", "--format=%x1e%H", *span, "--", check=False)
+        # --topo-order: a path's commits newest first (its first is the branch's version of it)
+        out = await self._git("log", "--no-renames", "--name-only", "-z", "--topo-order", "--format=%x1e%H", *span, "--", check=False)
         if out.returncode != 0:
             index.unmerged.pop(name, None)
             return
@@ -185,7 +189,45 @@ class RefWatcher:
             for path in rest.lstrip("\n").split("\0"):
                 if path and commit:
                     paths.setdefault(path, []).append(commit)
+        if paths and index.tip is not None:
+            # A file the tip already has as the branch has it (a squash or rebase merge
+            # brought it, or the branch undid its change) waits for nothing.
+            differ = await self._differing(index.tip, name)
+            if differ is None:
+                index.unmerged.pop(name, None)
+                return
+            paths = {path: commits for path, commits in paths.items() if path in differ}
         index.unmerged[name] = {path: tuple(commits) for path, commits in paths.items()}
+
+    async def _differing(self, tip: str, rev: str) -> set[str] | None:
+        """The files whose content differs between ``tip`` and ``rev`` (present in one of
+        them only included); None if git cannot compare them (``rev`` is gone)."""
+        out = await self._git("diff-tree", "-r", "--no-renames", "--name-only", "-z", tip, rev, "--", check=False)
+        if out.returncode != 0:
+            return None
+        return {p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
+
+    async def same_on_tip(self, holds: dict[str, tuple[str, str, str]]) -> set[str]:
+        """Those of ``holds`` (key -> (file, branch, the newest held commit)) whose file
+        the integration branch's tip has exactly as the branch has it: at the branch's
+        tip while the branch exists, else at the newest held commit (a branch deleted
+        after its squash merge).  A squash merge or a rebase merge brings a branch's
+        changes without its commits: this is how their merge holds end."""
+        async with self._lock:
+            tip = self.index.tip
+            if tip is None:
+                return set()
+            by_rev: dict[str, list[tuple[str, str]]] = {}
+            for key, (file, branch, newest) in holds.items():
+                rev = self.index.branches.get(branch) or (branch if is_commit_id(branch) else newest)
+                if is_commit_id(rev):
+                    by_rev.setdefault(rev, []).append((key, file))
+            found = set()
+            for rev, wanted in sorted(by_rev.items()):
+                differ = await self._differing(tip, rev)
+                if differ is not None:
+                    found.update(key for key, file in wanted if file not in differ)
+            return found
 
     async def merged_among(self, commits: set[str]) -> set[str]:
         """Those of ``commits`` reachable from the integration branch's tip."""

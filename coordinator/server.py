@@ -566,8 +566,9 @@ class Server:
             pending = self.core.pending_merge_commits()
             if pending:
                 merged = await self.refs.merged_among(pending)
-                if merged:
-                    await self.apply(lambda now: self.core.commits_merged(merged, now))
+                same = await self.refs.same_on_tip(self.core.merge_hold_versions())
+                if merged or same:
+                    await self.apply(lambda now: self.core.commits_merged(merged, now, same))
 
     def _bug_answer(self, peer: bytes, message) -> list:
         """Effects for a message whose handling raised outside the core's own guard."""
