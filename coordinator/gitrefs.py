@@ -14,6 +14,11 @@
   moves for the branches that had some.  When main moves, a hold whose commits did
   not reach it but whose file main now has as the branch has it (a squash or rebase
   merge) is reported too (``same_on_tip``).
+* Every git call has a deadline (``[land] git_timeout``, ``landgit.Git``: git in a
+  process group of its own, ended with whatever it started).  A git that hangs (a
+  lock, a slow file system) is ended at its deadline and logged; the index stays as
+  it was (unknown is never a block) and the watcher tries again.  Meanwhile requests
+  do not queue behind the retry: they are judged on the index as it is.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import trio
 from protocol.gitrefs import is_commit_id, packed_refs, read_ref, symbolic_head
 
 from .integration import IntegrationIndex, parse_log
+from .landgit import GIT_TIMEOUT, Git, GitFailed, GitTimedOut
 
 POLL_INTERVAL = 0.1  # seconds between stats of the ref files
+RETRY_INTERVAL = 1.0  # seconds between tries of a git that timed out
 log = logging.getLogger("lockstep")
 _FORMAT = "--format=%x1e%H%x1f%an%x1f%s"
 
@@ -52,19 +59,26 @@ def branch_ref(name: str) -> str:
 class RefWatcher:
     """The shell: stats the ref files, runs git only when they changed."""
 
-    def __init__(self, common: str | os.PathLike, branch: str | None = None) -> None:
+    def __init__(self, common: str | os.PathLike, branch: str | None = None, timeout: float = GIT_TIMEOUT) -> None:
         self.common = Path(common)
         self.index = IntegrationIndex(branch_ref(branch) if branch else default_branch(self.common))
         self._stamp: tuple | None = None
         self._lock = trio.Lock()  # one git conversation at a time: the index moves in order
+        self._runner = Git(self.common, timeout)
+        self.timed_out: str | None = None  # what last timed out, until a sync succeeds
 
     async def _git(self, *args: str, check: bool = True) -> trio.CompletedProcess:
-        return await trio.run_process(
-            ["git", f"--git-dir={self.common}", "-c", "core.quotePath=false", *args],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=check,
-        )
+        return await self._runner.run(*args, check=check)
+
+    def _busy_retrying(self) -> bool:
+        """A git timed out and the watcher is trying again right now: a request does not
+        wait for that (up to the deadline again); it is judged on the index as it is."""
+        return self.timed_out is not None and self._lock.locked()
+
+    def _timed_out(self, what: str, exc: Exception) -> None:
+        self.timed_out = what
+        self._stamp = None  # the next poll reads the refs again
+        log.warning("%s: %s; trying again", what, exc)
 
     def _stat_refs(self) -> tuple:
         """Cheap fingerprint of every branch ref (the loose files and packed-refs) and of
@@ -112,14 +126,23 @@ class RefWatcher:
     async def sync(self) -> list[str]:
         """Catch up with the refs if their files changed; -> the branches that moved.
         Costs one ``stat`` per ref file when nothing changed."""
+        if self._busy_retrying():
+            return []
         async with self._lock:
             try:
-                return await self._sync()
-            except (OSError, subprocess.CalledProcessError) as exc:
+                moved = await self._sync()
+            except GitTimedOut as exc:
+                self._timed_out(f"could not follow {self.index.branch}", exc)
+                return []
+            except (OSError, subprocess.CalledProcessError, GitFailed) as exc:
                 # git missing or failing: the index stays as it was (no false blocks);
                 # the next change of the ref files tries again.
                 log.warning("could not follow %s: %s", self.index.branch, _why(exc))
                 return []
+            if self.timed_out is not None:
+                log.info("following %s again (%s had timed out)", self.index.branch, self.timed_out)
+                self.timed_out = None
+            return moved
 
     async def _sync(self) -> list[str]:
         stamp = self._stat_refs()
@@ -133,7 +156,6 @@ class RefWatcher:
         moved += [name for name in index.branches if name not in refs]
         if tip != index.tip:
             await self._follow(index.tip, tip)
-        index.branches = refs
         checked_out = self._worktree_branches()
         # A worktree removed (`git worktree remove`) before its agent's session ended
         # leaves the agent's commits on its branch: the branch is remembered for as long
@@ -154,6 +176,9 @@ class RefWatcher:
                 await self._read_unmerged(head)
         for name in [n for n in index.unmerged if n not in refs and n not in detached]:
             del index.unmerged[name]
+        # Last: a sync cut short by a git past its deadline compares with the old tips
+        # again at its next try, so it reads again what it had not finished reading.
+        index.branches = refs
         return moved
 
     def _worktree_branches(self) -> dict[str, str]:
@@ -256,12 +281,14 @@ class RefWatcher:
 
     async def ensure_lag(self, head: str) -> None:
         """Know ``head``'s lag behind the tip (one ``git rev-list`` on a cache miss)."""
-        if not is_commit_id(head):
-            return  # the core refuses it; never hand it to git
+        if not is_commit_id(head) or self._busy_retrying():
+            return  # the core refuses it; never hand it to git.  Or: unknown, never stale
         async with self._lock:
             try:
                 await self._ensure_lag(head)
-            except OSError as exc:
+            except GitTimedOut as exc:
+                self._timed_out(f"could not ask git about {head[:10]}", exc)
+            except (OSError, GitFailed) as exc:
                 log.warning("could not ask git about %s: %s", head, exc)
 
     async def _ensure_lag(self, head: str) -> None:
@@ -283,9 +310,17 @@ class RefWatcher:
         settled = object()
         while True:
             if on_main_moved is not None and self.index.tip != settled:
-                settled = self.index.tip
-                await on_main_moved()
-            await trio.sleep(POLL_INTERVAL)
+                tip = self.index.tip
+                try:
+                    await on_main_moved()
+                    settled = tip
+                except GitTimedOut as exc:  # tried again at the next poll
+                    self.timed_out = f"could not settle the merge holds at {(tip or '')[:10]}"
+                    log.warning("%s: %s; trying again", self.timed_out, exc)
+                except (OSError, GitFailed) as exc:
+                    settled = tip
+                    log.warning("could not settle the merge holds at %s: %s", (tip or "")[:10], exc)
+            await trio.sleep(POLL_INTERVAL if self.timed_out is None else RETRY_INTERVAL)
             for name in await self.sync():
                 commit = self.index.branches.get(name)
                 if commit and name != self.index.branch:

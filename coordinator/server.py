@@ -168,7 +168,7 @@ class Server:
         # The integration branch, followed by watching its ref files (fresh-base gate).
         self.refs: RefWatcher | None = None
         if place.in_git:
-            self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
+            self.refs = RefWatcher(place.repo_id, settings.integration_branch or None, settings.land_git_timeout)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
         self._compacting = trio.Lock()  # one compaction at a time (by hand or by the policy)
