@@ -183,15 +183,7 @@ def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
     Only Lockstep's own hook files are rewritten: a user's hook that already runs
     ``lockstep guard HOOK`` among its own lines is kept as it is (added to ``kept``),
     and any other is refused untouched."""
-    hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
-    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
-        folders = [top / hooks_path for top in worktrees(worktree)]
-    elif hooks_path:
-        folders = [Path(os.path.expanduser(hooks_path))]
-    else:
-        common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
-        folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
-    folders = [folder.resolve() for folder in folders]
+    folders = hook_folders(worktree)
     owners = {}
     for folder in folders:  # check every one before writing any
         for hook in HOOKS:
@@ -208,14 +200,72 @@ def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
                 if kept is not None:
                     kept.append(path)
                 continue
-            path.write_text(
-                "#!/bin/sh\n"
-                f"{MARKER}: refuse to commit/push files other agents hold.\n"
-                f'exec "{sys.executable}" -m agents.cli guard {GUARD_COMMAND[hook]} "$@"\n'
-            )
+            if owners[path] != "ours" or path.read_text(errors="replace") != hook_text(hook):
+                path.write_text(hook_text(hook))  # an install that is current is left as it is
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
             written.append(path)
     return written
+
+
+def hook_folders(worktree: Path) -> list[Path]:
+    """Where git looks for the hooks: the common hooks folder, or ``core.hooksPath`` (a
+    relative one in every worktree)."""
+    hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
+    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
+        folders = [top / hooks_path for top in worktrees(worktree)]
+    elif hooks_path:
+        folders = [Path(os.path.expanduser(hooks_path))]
+    else:
+        common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
+        folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
+    return [folder.resolve() for folder in folders]
+
+
+def hook_text(hook: str, python: str | None = None) -> str:
+    """The hook file this version writes (run by ``python``, the running one by default)."""
+    return (
+        "#!/bin/sh\n"
+        f"{MARKER}: refuse to commit/push files other agents hold.\n"
+        f'exec "{python or sys.executable}" -m agents.cli guard {GUARD_COMMAND[hook]} "$@"\n'
+    )
+
+
+_RUNS_WITH = re.compile(r'^exec "([^"\n]+)" -m ', re.M)
+
+# A hook file's state (``inspect``).  Outdated: missing or stale where the guard is
+# installed, which an older version's install leaves (it wrote fewer hooks, or others).
+HOOK_STATES = {
+    "current": "as this version writes it",
+    "stale": "written by an older version",
+    "missing": "not installed",
+    "yours": "your own hook, which runs the guard",
+    "foreign": "your own hook, which does not run the guard",
+}
+
+
+def hook_state(path: Path, hook: str) -> str:
+    """One of ``HOOK_STATES``.  Which Python a hook of ours runs does not make it stale
+    (another virtual environment's install is as good) unless that Python is gone, or
+    the file is not executable (git skips it then, with a hint at most)."""
+    owner = _owner(path, hook)
+    if owner == "none":
+        return "missing"
+    if owner == "calls":
+        return "yours"
+    if owner == "theirs":
+        return "foreign"
+    text = path.read_text(errors="replace")
+    runs = _RUNS_WITH.search(text)
+    python = runs.group(1) if runs else None
+    if python is None or not os.access(python, os.X_OK) or not os.access(path, os.X_OK):
+        return "stale"
+    return "current" if text == hook_text(hook, python) else "stale"
+
+
+def inspect(worktree: Path) -> list[tuple[str, Path, str]]:
+    """Every hook the guard installs, in every folder git runs hooks from: (hook, path,
+    state)."""
+    return [(hook, folder / hook, hook_state(folder / hook, hook)) for folder in hook_folders(worktree) for hook in HOOKS]
 
 
 def worktrees(worktree: Path) -> list[Path]:

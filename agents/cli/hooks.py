@@ -200,13 +200,68 @@ def guard_install(as_json):
     """
     from agents import guard as git_guard
 
+    worktree = _git_worktree()
+    before = {path: state for _, path, state in git_guard.inspect(worktree)}
     kept: list = []
-    written = git_guard.install(_git_worktree(), kept)
+    written = git_guard.install(worktree, kept)
+    upgraded = [p for p in written if before.get(p) == "stale"]
+    added = [p for p in written if before.get(p) == "missing"]
     if as_json:
-        click.echo(json.dumps({"installed": [str(p) for p in written], "kept": [str(p) for p in kept]}))
+        click.echo(json.dumps({
+            "installed": [str(p) for p in written], "kept": [str(p) for p in kept],
+            "added": [str(p) for p in added], "upgraded": [str(p) for p in upgraded],
+        }))
     else:
-        lines = [f"installed {p}" for p in written] + [f"kept {p} (your hook, which runs lockstep guard {p.name})" for p in kept]
+        why = {p: " (upgraded: an older version's was there)" for p in upgraded} | {
+            p: " (already current)" for p in written if before.get(p) == "current"
+        }
+        lines = [f"installed {p}{why.get(p, '')}" for p in written]
+        lines += [f"kept {p} (your hook, which runs lockstep guard {p.name})" for p in kept]
         click.echo("\n".join(lines))
+
+
+@guard.command("status")
+@json_option
+@handle_errors
+def guard_status(as_json):
+    """Say whether the git guard is installed and current: an install by an older
+    version lacks newer hooks (pre-merge-commit) or has stale ones; `lockstep guard
+    install` upgrades it.
+
+    \b
+    Examples:
+      lockstep guard status
+      lockstep guard status --json
+    """
+    from agents import guard as git_guard
+
+    hooks = git_guard.inspect(_git_worktree())
+    states = [state for _, _, state in hooks]
+    if not any(state in ("current", "stale", "yours") for state in states):
+        overall = "absent"
+    elif any(state in ("stale", "missing", "foreign") for state in states):
+        overall = "outdated"
+    else:
+        overall = "current"
+    if as_json:
+        click.echo(json.dumps({
+            "state": overall, "outdated": overall == "outdated",
+            "hooks": [{"hook": hook, "path": str(path), "state": state} for hook, path, state in hooks],
+        }))
+        return
+    if overall == "absent":
+        click.echo("the git guard is not installed: run `lockstep guard install`")
+        return
+    if overall == "current":
+        folders = sorted({str(path.parent) for _, path, _ in hooks})
+        click.echo(f"the git guard is installed and current ({', '.join(git_guard.HOOKS)} in {', '.join(folders)})")
+        return
+    wrong = [f"{hook} {state}: {path} ({git_guard.HOOK_STATES[state]})" for hook, path, state in hooks if state in ("stale", "missing")]
+    foreign = [f"{hook}: {path} is {git_guard.HOOK_STATES['foreign']}: add {git_guard.ADD_LINE[hook]} to it" for hook, path, state in hooks if state == "foreign"]
+    fix = " (an older version installed it): run `lockstep guard install` to upgrade it" if wrong else ""
+    click.echo(f"the git guard is outdated{fix}")
+    for line in wrong + foreign:
+        click.echo(f"  {line}")
 
 
 def _git_worktree():
