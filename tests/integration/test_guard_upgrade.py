@@ -36,18 +36,18 @@ def test_an_older_install_is_reported_outdated_and_upgraded_by_install(repo):
     hooks = _old_install(repo)
     state, hooks_state, doc = _states(repo)
     assert state == "outdated" and doc["outdated"] is True
-    assert hooks_state == {"pre-commit": "stale", "pre-push": "stale", "pre-merge-commit": "missing"}
+    assert hooks_state == {"pre-commit": "stale", "pre-push": "stale", "pre-merge-commit": "missing", "reference-transaction": "missing"}
     said = cli("guard", "status", cwd=repo.root).out
     assert said.startswith("the git guard is outdated (an older version installed it): run `lockstep guard install`")
     assert f"pre-merge-commit missing: {(hooks / 'pre-merge-commit').resolve()}" in said
     upgraded = cli("guard", "install", "--json", cwd=repo.other)
     assert upgraded.rc == 0, upgraded
-    assert upgraded.json["added"] == [str((hooks / "pre-merge-commit").resolve())]
+    assert upgraded.json["added"] == [str((hooks / h).resolve()) for h in ("pre-merge-commit", "reference-transaction")]
     assert upgraded.json["upgraded"] == [str((hooks / h).resolve()) for h in ("pre-commit", "pre-push")]
-    assert _states(repo)[:2] == ("current", dict.fromkeys(("pre-commit", "pre-push", "pre-merge-commit"), "current"))
+    assert _states(repo)[:2] == ("current", dict.fromkeys(("pre-commit", "pre-push", "pre-merge-commit", "reference-transaction"), "current"))
     assert "coordinator.cli" not in (hooks / "pre-commit").read_text()
     # installing again changes nothing
-    texts = {h: (hooks / h).read_text() for h in ("pre-commit", "pre-push", "pre-merge-commit")}
+    texts = {h: (hooks / h).read_text() for h in ("pre-commit", "pre-push", "pre-merge-commit", "reference-transaction")}
     again = cli("guard", "install", "--json", cwd=repo.root)
     assert again.rc == 0 and again.json["added"] == [] and again.json["upgraded"] == []
     assert {h: (hooks / h).read_text() for h in texts} == texts
