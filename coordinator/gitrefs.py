@@ -70,10 +70,11 @@ class RefWatcher:
     async def _git(self, *args: str, check: bool = True) -> trio.CompletedProcess:
         return await self._runner.run(*args, check=check)
 
-    def _busy_retrying(self) -> bool:
-        """A git timed out and the watcher is trying again right now: a request does not
-        wait for that (up to the deadline again); it is judged on the index as it is."""
-        return self.timed_out is not None and self._lock.locked()
+    def _left_to_the_watcher(self, retry: bool) -> bool:
+        """A git timed out: only the watcher tries again (``retry``).  A request does not
+        run a git that may hang up to its deadline again, nor wait for the watcher's
+        try: it is judged on the index as it is."""
+        return self.timed_out is not None and not retry
 
     def _timed_out(self, what: str, exc: Exception) -> None:
         self.timed_out = what
@@ -123,10 +124,11 @@ class RefWatcher:
                     refs[name] = commit
         return refs
 
-    async def sync(self) -> list[str]:
+    async def sync(self, *, retry: bool = False) -> list[str]:
         """Catch up with the refs if their files changed; -> the branches that moved.
-        Costs one ``stat`` per ref file when nothing changed."""
-        if self._busy_retrying():
+        Costs one ``stat`` per ref file when nothing changed.  ``retry``: the watcher's
+        call, which tries again after a git that timed out."""
+        if self._left_to_the_watcher(retry):
             return []
         async with self._lock:
             try:
@@ -281,7 +283,7 @@ class RefWatcher:
 
     async def ensure_lag(self, head: str) -> None:
         """Know ``head``'s lag behind the tip (one ``git rev-list`` on a cache miss)."""
-        if not is_commit_id(head) or self._busy_retrying():
+        if not is_commit_id(head) or self._left_to_the_watcher(False):
             return  # the core refuses it; never hand it to git.  Or: unknown, never stale
         async with self._lock:
             try:
@@ -321,7 +323,7 @@ class RefWatcher:
                     settled = tip
                     log.warning("could not settle the merge holds at %s: %s", (tip or "")[:10], exc)
             await trio.sleep(POLL_INTERVAL if self.timed_out is None else RETRY_INTERVAL)
-            for name in await self.sync():
+            for name in await self.sync(retry=True):
                 commit = self.index.branches.get(name)
                 if commit and name != self.index.branch:
                     await self.ensure_lag(commit)
