@@ -26,10 +26,16 @@ from protocol.errors import LockstepError
 
 ZERO_SHA = "0" * 40
 _OBJECT_NAME = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # sha-1 or sha-256
-HOOKS = ("pre-commit", "pre-push", "pre-merge-commit")
+HOOKS = ("pre-commit", "pre-push", "pre-merge-commit", "reference-transaction")
 # The guard command each hook runs: a merge that needs no resolution commits without
 # pre-commit; git runs pre-merge-commit for it instead, with the same staged-files check.
-GUARD_COMMAND = {"pre-commit": "pre-commit", "pre-push": "pre-push", "pre-merge-commit": "pre-commit"}
+# git has no stash hook: a stash is seen as the update of refs/stash it commits (git
+# runs reference-transaction for every ref update; the hook's shell lines pass on only
+# that one, so a commit or a checkout starts no Python).
+GUARD_COMMAND = {"pre-commit": "pre-commit", "pre-push": "pre-push", "pre-merge-commit": "pre-commit", "reference-transaction": "stashed"}
+# Hooks that only warn: a user's own one in the way is left as it is (and named), not a
+# reason to refuse the install.
+OPTIONAL_HOOKS = frozenset({"reference-transaction"})
 MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook file Lockstep's
 
 
@@ -38,6 +44,7 @@ MARKER = "# Installed by `lockstep guard install`"  # the line that makes a hook
 ADD_LINE = {
     "pre-commit": "`lockstep guard pre-commit`",
     "pre-merge-commit": "`lockstep guard pre-commit`",
+    "reference-transaction": "`lockstep guard stashed NEW` for a committed update of refs/stash to NEW (a warning only)",
     "pre-push": (
         "`lockstep guard pre-push \"$@\"` with git's ref lines on its stdin (if your hook reads them too, "
         "keep a copy first: `refs=$(cat)`, then `printf '%s\\n' \"$refs\" | lockstep guard pre-push \"$@\"`)"
@@ -175,29 +182,22 @@ def _owner(path: Path, hook: str) -> str:
     return "calls" if f"lockstep guard {command}" in text or f"agents.cli guard {command}" in text else "theirs"
 
 
-def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
+def install(worktree: Path, kept: list[Path] | None = None, left: list[Path] | None = None) -> list[Path]:
     """Write the hooks into the common hooks folder (every worktree uses it).  A relative
     ``core.hooksPath`` (``.githooks``, ``.husky``) is a folder of each worktree (git
     resolves it in the worktree that commits): the hooks go into every worktree's.
 
     Only Lockstep's own hook files are rewritten: a user's hook that already runs
     ``lockstep guard HOOK`` among its own lines is kept as it is (added to ``kept``),
-    and any other is refused untouched."""
-    hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
-    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
-        folders = [top / hooks_path for top in worktrees(worktree)]
-    elif hooks_path:
-        folders = [Path(os.path.expanduser(hooks_path))]
-    else:
-        common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
-        folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
-    folders = [folder.resolve() for folder in folders]
+    and any other is refused untouched (one that only warns, ``OPTIONAL_HOOKS``, is left
+    as it is instead, added to ``left``)."""
+    folders = hook_folders(worktree)
     owners = {}
     for folder in folders:  # check every one before writing any
         for hook in HOOKS:
             path = folder / hook
             owners[path] = _owner(path, hook)
-            if owners[path] == "theirs":
+            if owners[path] == "theirs" and hook not in OPTIONAL_HOOKS:
                 raise GuardError(f"{path} exists and is not Lockstep's: add {ADD_LINE[hook]} to it yourself")
     written = []
     for folder in folders:
@@ -208,14 +208,100 @@ def install(worktree: Path, kept: list[Path] | None = None) -> list[Path]:
                 if kept is not None:
                     kept.append(path)
                 continue
-            path.write_text(
-                "#!/bin/sh\n"
-                f"{MARKER}: refuse to commit/push files other agents hold.\n"
-                f'exec "{sys.executable}" -m agents.cli guard {GUARD_COMMAND[hook]} "$@"\n'
-            )
+            if owners[path] == "theirs":  # an optional hook of the user's own: no stash warnings
+                if left is not None:
+                    left.append(path)
+                continue
+            if owners[path] != "ours" or path.read_text(errors="replace") != hook_text(hook):
+                path.write_text(hook_text(hook))  # an install that is current is left as it is
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
             written.append(path)
     return written
+
+
+def hook_folders(worktree: Path) -> list[Path]:
+    """Where git looks for the hooks: the common hooks folder, or ``core.hooksPath`` (a
+    relative one in every worktree)."""
+    hooks_path = _git(worktree, "config", "--get", "core.hooksPath").strip() if _has_hooks_path(worktree) else ""
+    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
+        folders = [top / hooks_path for top in worktrees(worktree)]
+    elif hooks_path:
+        folders = [Path(os.path.expanduser(hooks_path))]
+    else:
+        common = Path(_git(worktree, "rev-parse", "--git-common-dir").strip())
+        folders = [(common if common.is_absolute() else worktree / common) / "hooks"]
+    return [folder.resolve() for folder in folders]
+
+
+def hook_text(hook: str, python: str | None = None) -> str:
+    """The hook file this version writes (run by ``python``, the running one by default)."""
+    head = f"#!/bin/sh\n{MARKER}: refuse to commit/push files other agents hold.\n"
+    command = f'"{python or sys.executable}" -m agents.cli guard {GUARD_COMMAND[hook]}'
+    if hook == "reference-transaction":
+        return (
+            head + "# Here: warn when `git stash` takes changes to held files out of the worktree.\n"
+            '[ "$1" = committed ] || exit 0\n'
+            "while read -r old new ref; do\n"
+            '    if [ "$ref" = refs/stash ]; then\n'
+            f'        case "$new" in *[!0]*) exec {command} "$new" ;; esac\n'
+            "    fi\n"
+            "done\n"
+            "exit 0\n"
+        )
+    return head + f'exec {command} "$@"\n'
+
+
+_RUNS_WITH = re.compile(r'^[ \t]*(?:[^\n]*\) )?exec "([^"\n]+)" -m ', re.M)
+
+# A hook file's state (``inspect``).  Outdated: missing or stale where the guard is
+# installed, which an older version's install leaves (it wrote fewer hooks, or others).
+HOOK_STATES = {
+    "current": "as this version writes it",
+    "stale": "written by an older version",
+    "missing": "not installed",
+    "yours": "your own hook, which runs the guard",
+    "foreign": "your own hook, which does not run the guard",
+}
+
+
+def hook_state(path: Path, hook: str) -> str:
+    """One of ``HOOK_STATES``.  Which Python a hook of ours runs does not make it stale
+    (another virtual environment's install is as good) unless that Python is gone, or
+    the file is not executable (git skips it then, with a hint at most)."""
+    owner = _owner(path, hook)
+    if owner == "none":
+        return "missing"
+    if owner == "calls":
+        return "yours"
+    if owner == "theirs":
+        return "foreign"
+    text = path.read_text(errors="replace")
+    runs = _RUNS_WITH.search(text)
+    python = runs.group(1) if runs else None
+    if python is None or not os.access(python, os.X_OK) or not os.access(path, os.X_OK):
+        return "stale"
+    return "current" if text == hook_text(hook, python) else "stale"
+
+
+def inspect(worktree: Path) -> list[tuple[str, Path, str]]:
+    """Every hook the guard installs, in every folder git runs hooks from: (hook, path,
+    state)."""
+    return [(hook, folder / hook, hook_state(folder / hook, hook)) for folder in hook_folders(worktree) for hook in HOOKS]
+
+
+def stashed_files(worktree: Path, stash: str) -> list[str]:
+    """The files a stash entry took out of the worktree: its changes to tracked files
+    (staged or not) and the untracked files it holds (``git stash -u``)."""
+    found = subprocess.run(["git", "rev-parse", "--verify", "-q", f"{stash}^{{commit}}"], cwd=worktree, capture_output=True, text=True)
+    commit = found.stdout.strip()
+    if found.returncode != 0 or not _OBJECT_NAME.fullmatch(commit):
+        return []
+    names = _git(worktree, "diff", "--name-only", "-z", "--no-renames", f"{commit}^1", commit, "--").split("\0")
+    names += _git(worktree, "diff", "--name-only", "-z", "--no-renames", f"{commit}^1", f"{commit}^2", "--").split("\0")
+    untracked = subprocess.run(["git", "ls-tree", "-r", "--name-only", "-z", f"{commit}^3"], cwd=worktree, capture_output=True, text=True)
+    if untracked.returncode == 0:
+        names += untracked.stdout.split("\0")
+    return sorted({name for name in names if name})
 
 
 def worktrees(worktree: Path) -> list[Path]:

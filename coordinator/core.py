@@ -613,13 +613,26 @@ class Core:
         """Commits that merge holds wait for (the shell asks git which reached main)."""
         return {c for h in self.registry.merge_holds_by_path.values() for c in h.commits}
 
-    def commits_merged(self, merged: set[str], now: float) -> list[Effect]:
-        """The shell saw these commits reach the integration branch: free the holds
-        all of whose commits did."""
+    def merge_hold_versions(self) -> dict[str, tuple[str, str, str]]:
+        """Per merge hold (its path's text): the file's name, its branch and its newest
+        held commit: the shell compares that version of the file with main's."""
+        return {
+            text: ("/".join(h.path.names), h.branch, h.commits[0])
+            for text, h in self.registry.merge_holds_by_path.items() if h.commits
+        }
+
+    def commits_merged(self, merged: set[str], now: float, same: set[str] = frozenset()) -> list[Effect]:
+        """The shell saw these commits reach the integration branch, and main have the
+        files of the holds ``same`` (their paths' texts) as their branches have them:
+        free the holds all of whose commits did, then those (a squash or rebase merge)."""
         self._advance(now)
-        done = [h for h in self.registry.merge_holds_by_path.values() if set(h.commits) <= merged]
+        holds = list(self.registry.merge_holds_by_path.values())
+        done = [h for h in holds if set(h.commits) <= merged]
         if done:
             self._free_merge_holds(done, f"merged into {done[0].target}")
+        copied = [h for h in holds if h.path.text in same and h not in done]
+        if copied:
+            self._free_merge_holds(copied, f"{copied[0].target} has its changes (a squash or rebase merge)")
         return self._flush()
 
     # ================================================================ landings

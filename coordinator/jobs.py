@@ -194,9 +194,10 @@ class JobRunner:
         results = await self._pool.run_suite(specs, on_result=lambda i, r: self._progress(view, r))
         return [self._annotated(view, r) for r in results]
 
-    def answer(self, peer: Any, query: m.JobQuery) -> list[Effect]:
+    def answer(self, peer: Any, query: m.JobQuery, remote: str | None = None) -> list[Effect]:
+        """``remote``: the agent whose key asked from another host."""
         if query.stop:
-            return self.stop_plan(peer, query)
+            return self.stop_plan(peer, query, remote)
         view = self._jobs.get(query.job)
         if view is None:
             return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"no job {query.job!r} (finished long ago, or never started)"))]
@@ -211,10 +212,12 @@ class JobRunner:
                 view.scope.cancel()
         return [Send(peer, view.reply(query.req, query.since))]
 
-    def stop_plan(self, peer: Any, query: m.JobQuery) -> list[Effect]:
+    def stop_plan(self, peer: Any, query: m.JobQuery, remote: str | None = None) -> list[Effect]:
         """``plan stop``: stop the running plan whose job id or [plan] name is
         ``query.job``.  Its task records ``plan.stopped`` and finishes the job once
-        its step's command is ended (the reply says only that the stop is under way)."""
+        its step's command is ended (the reply says only that the stop is under way).
+        From another host (``remote``, the key's agent) only that agent's own plans:
+        run in its session or on its worker."""
         view = self._jobs.get(query.job)
         if view is not None and view.kind != "plan":
             return [Send(peer, m.Error(req=query.req, code="bad_request", message=f"job {view.job} is a {view.kind} job, not a plan: `lockstep plan status` lists the plans"))]
@@ -226,6 +229,10 @@ class JobRunner:
             if not named:
                 return [Send(peer, m.Error(req=query.req, code="not_found", message=f"no running plan {query.job!r} (a job id or a [plan] name): `lockstep plan status` lists the plans"))]
             view = named[0]
+        if remote is not None and remote not in (view.agent, view.remote):
+            owner = view.agent or view.remote or "the coordinator's host"
+            why = f"the key of {remote} may stop its own plans only: job {view.job} ({view.name!r}) is {owner}'s"
+            return [Send(peer, m.Error(req=query.req, code="forbidden", message=why))]
         self._stop(view, query.by or "someone", query.reason or "no reason given")
         return [Send(peer, view.reply(query.req))]
 

@@ -10,9 +10,16 @@ Theory
 * What to hold comes from the integration index's ``unmerged`` map (per agent branch:
   path -> the branch's commits touching it that main lacks), kept current by the shell
   when refs move.  Only those concrete paths are held, whatever pattern was released.
+* Only files whose content on main differs from the branch's are held: a file main
+  already has as the branch has it waits for nothing.
 * A hold ends when every one of its commits is reachable from the integration branch
-  (``merge.freed``, reason "merged"), or when an operator abandons it (``release
-  --force PATH``, ``abandon BRANCH``: reason "abandoned").  Nothing else ends it: not
+  (``merge.freed``, reason "merged"), when main has the held file exactly as the
+  branch has it (reason "main has its changes": a squash merge or a rebase merge
+  brings the changes without the commits; the branch's version is the file at the
+  branch's tip, or at the newest held commit once the branch is deleted), or when an
+  operator abandons it (``release --force PATH``, ``abandon BRANCH``: reason
+  "abandoned").  The content rule is per file: a main that has only some of the
+  branch's changes to a file (one commit of two cherry-picked) keeps it held.  Nothing else ends it: not
   the session's end, not a coordinator restart (holds are ledger state and part of the
   snapshot).
 * Holds are applied by the registry from ``merge.held`` / ``merge.freed`` records

@@ -17,7 +17,8 @@ who gets in and what each key may do.
   the server closes the remote PUB and binds it again, ``_cut_remote_subscribers``); an enrollment key may only enroll;
   a key acts only as its bound name (``hello``'s agent, a session's owner), anything
   else is ``forbidden``, counted, logged and published; operator requests (shutdown,
-  forced release, abandon, keys) are for the coordinator's host only.  A ``hello`` gets
+  forced release, abandon, keys) are for the coordinator's host only; ``plan stop``
+  stops only the plans the key's agent runs.  A ``hello`` gets
   the coordinator's own repository (the clone was recognised by its root commits at
   enrollment) and a host name marked remote, so no local pid is ever watched for it
   (a ``watch`` from another host is recorded, never acted on).
@@ -197,8 +198,10 @@ class RemoteGate:
             return self._forbidden(message, name, f"{type(message).__name__.lower()} is for the coordinator's host only")
         if isinstance(message, m.Enroll):
             return self._forbidden(message, name, "this key is enrolled already")
-        if isinstance(message, m.JobQuery) and message.stop:  # anyone's plan, as a forced release is anyone's claim
-            return self._forbidden(message, name, "stopping a plan is for the coordinator's host only")
+        if isinstance(message, m.JobQuery) and message.stop:
+            # Its own plans only: the job runner checks whose the plan is (``stop_plan``,
+            # told the key's name); the stop is recorded as the key's name's.
+            return msgspec.structs.replace(message, by=name), None, ""
         if isinstance(message, m.Hello):
             if message.agent != name:
                 return self._forbidden(message, name, f"the key of {name} may not act as {message.agent}")
@@ -220,6 +223,10 @@ class RemoteGate:
         """The agent name the key of a remote peer is bound to ("" if none)."""
         entry = self.store.keys.get(self.key_of.get(peer, ""))
         return entry["name"] if entry is not None else ""
+
+    def forbidden(self, message, name: str, why: str) -> None:
+        """Count and log a refusal decided elsewhere (the job runner's, for a plan)."""
+        self._forbidden(message, name, why)
 
     def _forbidden(self, message, name: str, why: str):
         self.counts["forbidden"] += 1

@@ -173,7 +173,7 @@ class Server:
         # The integration branch, followed by watching its ref files (fresh-base gate).
         self.refs: RefWatcher | None = None
         if place.in_git:
-            self.refs = RefWatcher(place.repo_id, settings.integration_branch or None)
+            self.refs = RefWatcher(place.repo_id, settings.integration_branch or None, settings.land_git_timeout)
             self.core.integration = self.refs.index
         self._turn = trio.Lock()
         self._compacting = trio.Lock()  # one compaction at a time (by hand or by the policy)
@@ -514,7 +514,7 @@ class Server:
                                 statuses.append((peer, parts))
                             continue
                         if isinstance(message, JobQuery):  # read-only: the job runner knows
-                            effects += self._jobs.answer(peer, message)
+                            effects += self._answer_job_query(peer, message)
                             continue
                         if isinstance(message, Compact):  # off the request loop, in slices
                             if message.keep is not None and not message.keep >= 0:
@@ -571,8 +571,9 @@ class Server:
             pending = self.core.pending_merge_commits()
             if pending:
                 merged = await self.refs.merged_among(pending)
-                if merged:
-                    await self.apply(lambda now: self.core.commits_merged(merged, now))
+                same = await self.refs.same_on_tip(self.core.merge_hold_versions())
+                if merged or same:
+                    await self.apply(lambda now: self.core.commits_merged(merged, now, same))
 
     def _bug_answer(self, peer: bytes, message) -> list:
         """Effects for a message whose handling raised outside the core's own guard."""
@@ -931,6 +932,17 @@ class Server:
         for effect in effects:
             if isinstance(effect, StartJob) and effect.kind != "land":
                 self._jobs.asked_remotely(effect.job, self._remote.name_of(peer))
+
+    def _answer_job_query(self, peer: bytes, message: JobQuery) -> list:
+        if peer[:3] != REMOTE_PEER or self._remote is None:
+            return self._jobs.answer(peer, message)
+        name = self._remote.name_of(peer)
+        answer = self._jobs.answer(peer, message, name)
+        refused = [e.message for e in answer if isinstance(e, Send) and isinstance(e.message, Error) and e.message.code == "forbidden"]
+        if refused:  # someone else's plan: counted and published as every other impersonation
+            self._remote.forbidden(message, name, refused[0].message)
+            answer += self.core.announce("remote.forbidden", name, {"reason": refused[0].message})
+        return answer
 
     def _is_remote_agent(self, name: str) -> bool:
         """A live session of ``name`` came from another host (e.g. an edit batch's verify)."""

@@ -136,7 +136,9 @@ class LandConfig(Table):
         "how long each git command of a landing may run (the merge, the scratch checkout, the move of the "
         "integration branch and of its checkout): past it git and the hooks it started (a `reference-transaction` "
         "hook that never returns) are ended and the landing is refused `blocked`, naming the command; the queue "
-        "goes on with the next landing", seconds=(0.01, 86400.0),
+        "goes on with the next landing. The ref watcher's git reads (following the integration branch and the "
+        "agents' branches, settling merge holds) have the same deadline: past it git is ended, the warning logged "
+        "and the read tried again, and requests are judged on what the coordinator knew meanwhile", seconds=(0.01, 86400.0),
     )] = 120.0
 
 

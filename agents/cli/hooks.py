@@ -200,13 +200,74 @@ def guard_install(as_json):
     """
     from agents import guard as git_guard
 
+    worktree = _git_worktree()
+    before = {path: state for _, path, state in git_guard.inspect(worktree)}
     kept: list = []
-    written = git_guard.install(_git_worktree(), kept)
+    left: list = []
+    written = git_guard.install(worktree, kept, left)
+    upgraded = [p for p in written if before.get(p) == "stale"]
+    added = [p for p in written if before.get(p) == "missing"]
     if as_json:
-        click.echo(json.dumps({"installed": [str(p) for p in written], "kept": [str(p) for p in kept]}))
+        click.echo(json.dumps({
+            "installed": [str(p) for p in written], "kept": [str(p) for p in kept],
+            "added": [str(p) for p in added], "upgraded": [str(p) for p in upgraded], "left": [str(p) for p in left],
+        }))
     else:
-        lines = [f"installed {p}" for p in written] + [f"kept {p} (your hook, which runs lockstep guard {p.name})" for p in kept]
+        why = {p: " (upgraded: an older version's was there)" for p in upgraded} | {
+            p: " (already current)" for p in written if before.get(p) == "current"
+        }
+        lines = [f"installed {p}{why.get(p, '')}" for p in written]
+        lines += [f"kept {p} (your hook, which runs lockstep guard {p.name})" for p in kept]
+        lines += [f"left {p} (your own hook: no warning when `git stash` takes held changes away; add {git_guard.ADD_LINE[p.name]} to it)" for p in left]
         click.echo("\n".join(lines))
+
+
+@guard.command("status")
+@json_option
+@handle_errors
+def guard_status(as_json):
+    """Say whether the git guard is installed and current: an install by an older
+    version lacks newer hooks (pre-merge-commit) or has stale ones; `lockstep guard
+    install` upgrades it.
+
+    \b
+    Examples:
+      lockstep guard status
+      lockstep guard status --json
+    """
+    from agents import guard as git_guard
+
+    hooks = git_guard.inspect(_git_worktree())
+    # a user's own hook in place of one that only warns is theirs to keep: not outdated
+    states = [state for hook, _, state in hooks if not (state == "foreign" and hook in git_guard.OPTIONAL_HOOKS)]
+    if not any(state in ("current", "stale", "yours") for state in states):
+        overall = "absent"
+    elif any(state in ("stale", "missing", "foreign") for state in states):
+        overall = "outdated"
+    else:
+        overall = "current"
+    if as_json:
+        click.echo(json.dumps({
+            "state": overall, "outdated": overall == "outdated",
+            "hooks": [{"hook": hook, "path": str(path), "state": state} for hook, path, state in hooks],
+        }))
+        return
+    if overall == "absent":
+        click.echo("the git guard is not installed: run `lockstep guard install`")
+        return
+    if overall == "current":
+        folders = sorted({str(path.parent) for _, path, _ in hooks})
+        click.echo(f"the git guard is installed and current ({', '.join(git_guard.HOOKS)} in {', '.join(folders)})")
+        return
+    wrong = [f"{hook} {state}: {path} ({git_guard.HOOK_STATES[state]})" for hook, path, state in hooks if state in ("stale", "missing")]
+    foreign = [
+        f"{hook}: {path} is {git_guard.HOOK_STATES['foreign']}: add {git_guard.ADD_LINE[hook]} to it"
+        for hook, path, state in hooks if state == "foreign" and hook not in git_guard.OPTIONAL_HOOKS
+    ]
+    fix = " (an older version installed it): run `lockstep guard install` to upgrade it" if wrong else ""
+    click.echo(f"the git guard is outdated{fix}")
+    for line in wrong + foreign:
+        click.echo(f"  {line}")
 
 
 def _git_worktree():
@@ -384,6 +445,63 @@ def guard_pre_commit(endpoint, as_json):
             brought = git_guard.brought_from_integration(worktree, files, merging, integration)
             files = [path for path in files if path not in brought]
     _check_files(files, endpoint, as_json, "commit", unreachable)
+
+
+@guard.command("stashed")
+@click.argument("stash", required=False, default="refs/stash")
+@endpoint_option
+@json_option
+@handle_errors
+def guard_stashed(stash, endpoint, as_json):
+    """Warn on stderr when `git stash` took changes to files an agent holds out of the
+    worktree (what the installed reference-transaction hook runs, for a new stash
+    entry): the claim still stands, but the work is in no commit and no longer in the
+    worktree. The agent is LOCKSTEP_AGENT, else every live agent of this worktree.
+    Always exit 0 (a warning; the stash is made).
+
+    \b
+    Examples:
+      lockstep guard stashed                 # the newest stash entry
+      lockstep guard stashed stash@{1} --json
+    """
+    from agents import guard as git_guard
+    from agents.oneshot import CoordinatorUnreachable
+    from protocol import messages as m
+    from protocol.paths import Pattern, PatternIndex, escape
+
+    _endpoint_well_formed(endpoint)
+    worktree = _git_worktree()
+    files = git_guard.stashed_files(worktree, stash)
+    held: list[dict] = []
+    if files:
+        try:
+            state = ask(endpoint, m.Status())
+            claims = list(state.claims) if not state.summarised else _overlapping(files, endpoint)[0]
+        except CoordinatorUnreachable:  # nobody coordinates: nobody holds anything
+            state, claims = None, []
+        agent = git_guard.agent_name()
+        top = os.path.realpath(worktree)
+        if state is not None:
+            ours = {
+                a.name for a in state.agents
+                if a.state == "alive" and (a.name == agent if agent else bool(a.worktree) and os.path.realpath(a.worktree) == top)
+            }
+            claimed: PatternIndex = PatternIndex()
+            for c in claims:
+                if c.holder in ours:
+                    claimed.add(Pattern.parse(c.pattern), c)
+            for path in files:
+                holders = sorted({c.holder for _, c in claimed.overlapping(Pattern.parse(escape(path)))})
+                held += [{"path": path, "holder": holder} for holder in holders]
+    if held:
+        names = ", ".join(f"{h['path']} ({h['holder']})" for h in held)
+        click.echo(
+            f"lockstep guard: warning: git stash took the changes to held files out of the worktree: {names}; "
+            "the claims stand but the work is in no commit: `git stash pop` it back before releasing",
+            err=True,
+        )
+    if as_json:
+        click.echo(json.dumps({"stash": stash, "files": files, "held": held}))
 
 
 @guard.command("pre-push")

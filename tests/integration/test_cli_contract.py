@@ -143,6 +143,8 @@ def test_every_verb_prints_one_documented_json_document(repo, tmp_path):
         run("lockstep plan status", "--json")
         run("lockstep plan stop", "tiny", "--json", rc=1)  # it has ended: no such running plan
         run("lockstep guard install", "--json")
+        run("lockstep guard status", "--json")
+        run("lockstep guard stashed", "--json")
         run("lockstep guard pre-commit", "--json")
         run("lockstep guard pre-push", "--json", "origin", "url", stdin="")
         event = {"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {"file_path": "src/other.py"}, "cwd": str(repo.root)}

@@ -177,7 +177,7 @@ def test_guard_install_keeps_a_users_hook_that_runs_the_guard(repo):
     assert installed.rc == 0, installed
     assert hook.read_text() == text  # it was replaced by Lockstep's, `make lint` gone
     assert installed.json["kept"] == [str(hook.resolve())]
-    assert installed.json["installed"] == [str((repo.root / ".git" / "hooks" / h).resolve()) for h in ("pre-push", "pre-merge-commit")]
+    assert installed.json["installed"] == [str((repo.root / ".git" / "hooks" / h).resolve()) for h in ("pre-push", "pre-merge-commit", "reference-transaction")]
 
 
 def test_plan_status_of_an_unknown_job_is_not_found(repo, coordinator):

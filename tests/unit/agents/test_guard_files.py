@@ -200,7 +200,7 @@ def test_install_keeps_a_users_own_hook_that_runs_the_guard(repo: Path):
     kept: list[Path] = []
     written = install(repo, kept)
     assert theirs.read_text() == text
-    assert kept == [theirs.resolve()] and written == [(repo / ".git" / "hooks" / h).resolve() for h in ("pre-push", "pre-merge-commit")]
+    assert kept == [theirs.resolve()] and written == [(repo / ".git" / "hooks" / h).resolve() for h in ("pre-push", "pre-merge-commit", "reference-transaction")]
     assert install(repo) == written  # Lockstep's own hook is rewritten; the user's never
 
 

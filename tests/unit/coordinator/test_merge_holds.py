@@ -62,6 +62,21 @@ def test_session_end_keeps_the_hold_and_merging_frees_it():
     assert d.intent(w2, "src/x.py").verdict == "allow"
 
 
+def test_a_hold_whose_file_main_has_as_the_branch_has_it_is_freed_without_its_commits():
+    d = driver()
+    w1 = d.hello("w1", worktree="/wt/w1")
+    d.claim(w1, "src/")
+    d.send(m.Release(session=w1, all=True))
+    # the shell compares main's version of each file with the newest held commit's
+    assert d.core.merge_hold_versions() == {
+        "src/x.py": ("src/x.py", "refs/heads/w1", C1), "src/y.py": ("src/y.py", "refs/heads/w1", C2),
+    }
+    d._absorb(d.core.commits_merged(set(), d.now, {"src/y.py"}))  # a squash merge brought y.py's change only
+    assert [h.path for h in d.status().merge_holds] == ["src/x.py"]
+    freed = [r for r in d.records if r.KIND == "merge.freed"]
+    assert freed[-1].paths == ["src/y.py"] and freed[-1].reason == "main has its changes (a squash or rebase merge)"
+
+
 def test_a_merge_hold_survives_a_restart():
     d = driver()
     w1 = d.hello("w1", worktree="/wt/w1")
