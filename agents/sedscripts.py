@@ -5,47 +5,6 @@
 from __future__ import annotations
 
 
-def _sed_scripts(args: list[str]) -> list[str]:
-    """The script texts sed is given: each ``-e``/``--expression``, else its first operand
-    (unless ``-f`` gives the script)."""
-    scripts: list[str] = []
-    from_file = False
-    operands: list[str] = []
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            operands += args[index + 1 :]
-            break
-        if word.startswith("--"):
-            key, equals, value = word.partition("=")
-            if key in ("--expression", "--file", "--line-length") and not equals and index + 1 < len(args):
-                index += 1
-                value, equals = args[index], "="
-            if key == "--expression" and equals:
-                scripts.append(value)
-            from_file = from_file or key == "--file"
-        elif word.startswith("-") and len(word) > 1:
-            for position, letter in enumerate(word[1:], start=1):
-                if letter == "i":
-                    break  # the rest is the backup suffix
-                if letter in "efl":
-                    value = word[position + 1 :]
-                    if not value and index + 1 < len(args):
-                        index += 1
-                        value = args[index]
-                    if letter == "e":
-                        scripts.append(value)
-                    from_file = from_file or letter == "f"
-                    break
-        else:
-            operands.append(word)
-        index += 1
-    if not scripts and not from_file and operands:
-        scripts.append(operands[0])
-    return scripts
-
-
 def _sed_written(script: str) -> tuple[list[str], bool]:
     """The files a sed script writes (``w FILE``, ``W FILE``, the ``w FILE`` flag of
     ``s``: the name runs to the end of the line, GNU's rule), and whether it runs shell

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from typing import Callable
 
-from agents.sedscripts import _sed_scripts, _sed_written
+from agents.sedscripts import _sed_written
 from agents.shelltargets import (
     ShellWrites,
     Stdin,
@@ -338,6 +338,16 @@ def _perl_cluster(cluster: str) -> tuple[bool, bool, bool]:
         if letter in "IMmx":
             return False, False, position == len(cluster) - 1
     return False, False, False
+
+
+def _sed_scripts(args: list[str]) -> list[str]:
+    """The script texts sed is given: each ``-e``/``--expression``, else its first operand
+    (unless ``-f`` gives the script)."""
+    options, operands = _getopt(args, "efl", frozenset({"--expression", "--file", "--line-length"}), attached="i")
+    scripts = _values(options, "-e", "--expression")
+    if not scripts and not any(option in ("-f", "--file") for option, _ in options) and operands:
+        scripts.append(operands[0])
+    return scripts
 
 
 def _sed(args, base, is_dir, result):

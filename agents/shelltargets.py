@@ -192,11 +192,12 @@ def _operands(args: list[str], value_options: frozenset[str] = frozenset()) -> t
     return operands, options
 
 
-def _getopt(args: list[str], short_values: str, long_values: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str | None]], list[str]]:
+def _getopt(args: list[str], short_values: str, long_values: frozenset[str] = frozenset(), attached: str = "") -> tuple[list[tuple[str, str | None]], list[str]]:
     """(each option with its value, None for a flag; the operands), getopt's way: a short
     option in ``short_values`` takes the rest of its cluster or the next word (``-so
-    out``, ``-oout``); a long one ``--opt=value``, or the next word if in ``long_values``;
-    ``--`` ends the options."""
+    out``, ``-oout``); one in ``attached`` only the rest of its cluster, maybe empty
+    (sed's ``-i[SUFFIX]``); a long one ``--opt=value``, or the next word if in
+    ``long_values``; ``--`` ends the options."""
     options: list[tuple[str, str | None]] = []
     operands: list[str] = []
     index = 0
@@ -213,6 +214,9 @@ def _getopt(args: list[str], short_values: str, long_values: frozenset[str] = fr
             options.append((key, value if equals else None))
         elif word.startswith("-") and len(word) > 1:
             for position, letter in enumerate(word[1:], start=1):
+                if letter in attached:
+                    options.append(("-" + letter, word[position + 1 :]))
+                    break
                 if letter not in short_values:
                     options.append(("-" + letter, None))
                     continue
